@@ -1,0 +1,187 @@
+"""Neural-network kernels (plain NumPy): softmax, fused softmax-cross-entropy, GELU, layer norm.
+
+Each is a handful of array expressions written straight from its formula. They are "kernels"
+rather than compositions of autograd ops because their gradients simplify a lot when derived as
+a whole (softmax-CE's gradient is just ``softmax - target``) and because the fused forms are
+numerically safer (log-softmax never takes the log of an underflowed probability).
+
+All results keep the input's floating dtype; constants are Python floats so NumPy's promotion
+rules never widen float32 to float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "softmax_cross_entropy_forward",
+    "softmax_cross_entropy_backward",
+    "gelu_forward",
+    "gelu_backward",
+    "layer_norm_forward",
+    "layer_norm_backward",
+]
+
+# ---------------------------------------------------------------------------------------------
+# softmax
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """exp(x) / sum(exp(x)) along ``axis``.
+
+    Softmax is unchanged by subtracting a constant from every entry, so subtracting the max makes
+    the largest exponent exp(0) = 1: nothing overflows and the sum is at least 1.
+    """
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    exps = np.exp(shifted)
+    return exps / np.sum(exps, axis=axis, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(softmax(x)) = x - max - log(sum(exp(x - max))) along ``axis``, without forming softmax."""
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax + cross-entropy, fused
+
+
+def check_class_targets(targets: np.ndarray, num_classes: int, ignore_index: int) -> None:
+    """Raise ValueError naming the first target outside [0, num_classes) that is not ignore_index."""
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= num_classes))
+    if np.any(bad):
+        value = int(targets[np.argmax(bad)])
+        raise ValueError(f"target {value} is out of range for {num_classes} classes")
+
+
+def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int, label_smoothing: float):
+    """Per-sample cross-entropy of ``logits`` (N, C) against class ``targets`` (N,).
+
+    With label smoothing eps the target distribution is (1-eps)*onehot + eps/C, so::
+
+        loss_i = -(1-eps) * logp[i, t_i] - eps/C * sum_c logp[i, c]
+
+    Rows whose target equals ``ignore_index`` get loss 0. Returns ``(losses, log_probs)``; the log
+    probabilities are kept for the backward pass.
+    """
+    n, num_classes = logits.shape
+    check_class_targets(targets, num_classes, ignore_index)
+    log_probs = log_softmax(logits, axis=1)
+    kept = targets != ignore_index
+    safe_targets = np.where(kept, targets, 0)  # any valid column; the row is zeroed below
+    picked = log_probs[np.arange(n), safe_targets]
+    eps = float(label_smoothing)
+    losses = -(1.0 - eps) * picked
+    if eps != 0.0:
+        losses = losses - (eps / num_classes) * np.sum(log_probs, axis=1)
+    return np.where(kept, losses, 0).astype(logits.dtype, copy=False), log_probs
+
+
+def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index, label_smoothing) -> np.ndarray:
+    """Gradient of the per-sample losses with respect to the logits.
+
+    d loss_i / d logits_i = softmax_i - target_distribution_i (the log-sum-exp's gradient is the
+    softmax, the linear term's is the target), scaled by the incoming grad_i; ignored rows are 0.
+    """
+    n, num_classes = log_probs.shape
+    eps = float(label_smoothing)
+    kept = targets != ignore_index
+    dlogits = np.exp(log_probs) - eps / num_classes
+    dlogits[np.arange(n)[kept], targets[kept]] -= 1.0 - eps
+    scale = np.where(kept, grad_losses, 0).astype(log_probs.dtype, copy=False)
+    return dlogits * scale[:, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _check_approximate(approximate: str) -> None:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
+    """GELU(x) = x * Phi(x), Phi the standard normal CDF.
+
+    "none": Phi(x) = (1 + erf(x/sqrt 2)) / 2 exactly. "tanh": Phi(x) ~ (1 + tanh(u)) / 2 with
+    u = sqrt(2/pi) * (x + 0.044715 x^3), the cheaper approximation GPT-2 and PyTorch offer.
+    """
+    _check_approximate(approximate)
+    if approximate == "tanh":
+        inner = _TANH_SCALE * (x + _TANH_CUBIC * x * x * x)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    cdf = 0.5 * (1.0 + _erf(x * _SQRT_HALF))
+    return (x * cdf).astype(x.dtype, copy=False)
+
+
+def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
+    """grad * GELU'(x).
+
+    Exact: d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
+    Tanh: with t = tanh(u), d/dx = (1+t)/2 + x/2 * (1 - t^2) * sqrt(2/pi) * (1 + 3*0.044715 x^2).
+    """
+    _check_approximate(approximate)
+    if approximate == "tanh":
+        t = np.tanh(_TANH_SCALE * (x + _TANH_CUBIC * x * x * x))
+        du_dx = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x * x)
+        return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)
+    cdf = 0.5 * (1.0 + _erf(x * _SQRT_HALF))
+    pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    return (grad * (cdf + x * pdf)).astype(x.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# layer norm
+
+
+def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
+    """Normalise each row of ``x`` (M, D) to zero mean and unit (biased) variance, then scale/shift.
+
+    y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps). Returns ``(y, mean, rstd)``
+    with mean and rstd of shape (M,), kept for the backward pass.
+    """
+    mean = np.mean(x, axis=1)
+    centered = x - mean[:, None]
+    variance = np.mean(centered * centered, axis=1)
+    rstd = (1.0 / np.sqrt(variance + float(eps))).astype(x.dtype, copy=False)
+    y = centered * rstd[:, None]
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean, rstd
+
+
+def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
+    """Gradients of layer norm: ``(dx, dweight, dbias)``.
+
+    With xhat = (x - mean) * rstd and g = grad * weight, differentiating through mean and rstd
+    gives, per row of length D::
+
+        dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+
+    (the two subtracted terms remove the components along 1 and along xhat that the normalisation
+    cannot change). dweight = sum_rows(grad * xhat), dbias = sum_rows(grad); both are None when
+    there is no weight.
+    """
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    g = grad * weight if weight is not None else grad
+    dx = rstd[:, None] * (
+        g - np.mean(g, axis=1, keepdims=True) - xhat * np.mean(g * xhat, axis=1, keepdims=True)
+    )
+    if weight is None:
+        return dx, None, None
+    return dx, np.sum(grad * xhat, axis=0), np.sum(grad, axis=0)
