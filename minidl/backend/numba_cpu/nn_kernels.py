@@ -1,0 +1,300 @@
+"""Softmax, fused softmax-cross-entropy, GELU and layer norm as Numba kernels.
+
+Same names and results as :mod:`minidl.backend.reference.nn_kernels`. The NumPy versions make
+several passes over memory and allocate a temporary per expression; these kernels handle one row
+(or one chunk of elements) per parallel task, keeping the row's running max, sums and outputs in a
+single pass or two. The formulas are restated in the reference module's docstrings.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..reference.nn_kernels import _check_approximate, check_class_targets
+
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "softmax_cross_entropy_forward",
+    "softmax_cross_entropy_backward",
+    "gelu_forward",
+    "gelu_backward",
+    "layer_norm_forward",
+    "layer_norm_backward",
+]
+
+# ---------------------------------------------------------------------------------------------
+# softmax over the last axis of a 2-D array; other axes are moved there by the wrappers
+
+
+@njit(cache=True, parallel=True)
+def _softmax_rows(x, out, take_log):
+    rows, width = x.shape
+    for r in prange(rows):
+        row_max = -np.inf
+        for k in range(width):
+            row_max = max(row_max, x[r, k])
+        total = 0.0
+        for k in range(width):
+            total += math.exp(x[r, k] - row_max)  # shift by the max: every exponent is <= 0
+        if take_log:
+            log_total = math.log(total)
+            for k in range(width):
+                out[r, k] = x[r, k] - row_max - log_total
+        else:
+            inv_total = 1.0 / total
+            for k in range(width):
+                out[r, k] = math.exp(x[r, k] - row_max) * inv_total
+
+
+def _softmax_along(x, axis, take_log):
+    x = np.asarray(x)
+    moved = np.moveaxis(x, axis, -1)
+    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1])
+    out = np.empty_like(rows)
+    if out.size:
+        _softmax_rows(rows, out, take_log)
+    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """exp(x) / sum(exp(x)) along ``axis``, computed with the max subtracted first."""
+    return _softmax_along(x, axis, False)
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """x - max - log(sum(exp(x - max))) along ``axis``."""
+    return _softmax_along(x, axis, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax + cross-entropy
+
+
+@njit(cache=True, parallel=True)
+def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, losses, log_probs):
+    rows, num_classes = logits.shape
+    for r in prange(rows):
+        row_max = -np.inf
+        for k in range(num_classes):
+            row_max = max(row_max, logits[r, k])
+        total = 0.0
+        for k in range(num_classes):
+            total += math.exp(logits[r, k] - row_max)
+        log_total = math.log(total)
+        sum_log_probs = 0.0
+        for k in range(num_classes):
+            value = logits[r, k] - row_max - log_total
+            log_probs[r, k] = value
+            sum_log_probs += value
+        target = targets[r]
+        if target == ignore_index:
+            losses[r] = 0
+        else:
+            losses[r] = -(1.0 - smoothing) * log_probs[r, target] - smoothing / num_classes * sum_log_probs
+
+
+@njit(cache=True, parallel=True)
+def _cross_entropy_backward_kernel(grad_losses, log_probs, targets, ignore_index, smoothing, dlogits):
+    rows, num_classes = log_probs.shape
+    uniform = smoothing / num_classes
+    for r in prange(rows):
+        target = targets[r]
+        if target == ignore_index:
+            for k in range(num_classes):
+                dlogits[r, k] = 0
+            continue
+        grad = grad_losses[r]
+        # d loss / d logit_k = softmax_k - ((1-eps)*[k == target] + eps/C)
+        for k in range(num_classes):
+            dlogits[r, k] = grad * (math.exp(log_probs[r, k]) - uniform)
+        dlogits[r, target] -= grad * (1.0 - smoothing)
+
+
+def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int, label_smoothing: float):
+    """Per-sample cross-entropy with label smoothing and ignore_index; returns (losses, log_probs).
+
+    loss_i = -(1-eps) * logp[i, t_i] - eps/C * sum_c logp[i, c]; ignored rows get 0.
+    """
+    logits = np.ascontiguousarray(logits)
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    rows, num_classes = logits.shape
+    check_class_targets(targets, num_classes, ignore_index)
+    losses = np.empty(rows, dtype=logits.dtype)
+    log_probs = np.empty_like(logits)
+    if logits.size:
+        _cross_entropy_forward_kernel(logits, targets, int(ignore_index), float(label_smoothing), losses, log_probs)
+    return losses, log_probs
+
+
+def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index, label_smoothing) -> np.ndarray:
+    """dlogits = grad_i * (softmax - ((1-eps)*onehot + eps/C)); zero rows for ignored targets."""
+    log_probs = np.ascontiguousarray(log_probs)
+    grad_losses = np.ascontiguousarray(grad_losses, dtype=log_probs.dtype)
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    dlogits = np.empty_like(log_probs)
+    if dlogits.size:
+        _cross_entropy_backward_kernel(
+            grad_losses, log_probs, targets, int(ignore_index), float(label_smoothing), dlogits
+        )
+    return dlogits
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU, elementwise over the flattened array
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+
+
+@njit(cache=True, parallel=True)
+def _gelu_forward_kernel(x, out, use_tanh):
+    for k in prange(x.size):
+        v = x[k]
+        if use_tanh:
+            cdf = 0.5 * (1.0 + math.tanh(_TANH_SCALE * (v + _TANH_CUBIC * v * v * v)))
+        else:
+            cdf = 0.5 * (1.0 + math.erf(v * _SQRT_HALF))
+        out[k] = v * cdf
+
+
+@njit(cache=True, parallel=True)
+def _gelu_backward_kernel(grad, x, dx, use_tanh):
+    for k in prange(x.size):
+        v = x[k]
+        if use_tanh:
+            t = math.tanh(_TANH_SCALE * (v + _TANH_CUBIC * v * v * v))
+            du_dv = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * v * v)
+            slope = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du_dv
+        else:
+            # d/dv [v Phi(v)] = Phi(v) + v phi(v)
+            slope = 0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v)
+        dx[k] = grad[k] * slope
+
+
+def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
+    """GELU(x) = x * Phi(x), exact ("none", via erf) or with PyTorch's tanh approximation."""
+    _check_approximate(approximate)
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    if x.size:
+        _gelu_forward_kernel(x.reshape(-1), out.reshape(-1), approximate == "tanh")
+    return out
+
+
+def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
+    """grad * GELU'(x) for the chosen approximation."""
+    _check_approximate(approximate)
+    x = np.ascontiguousarray(x)
+    grad = np.ascontiguousarray(np.broadcast_to(grad, x.shape), dtype=x.dtype)
+    dx = np.empty_like(x)
+    if x.size:
+        _gelu_backward_kernel(grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh")
+    return dx
+
+
+# ---------------------------------------------------------------------------------------------
+# layer norm over the last axis of (M, D)
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, mean, rstd):
+    rows, width = x.shape
+    for r in prange(rows):
+        total = 0.0
+        for k in range(width):
+            total += x[r, k]
+        row_mean = total / width
+        # Second pass over the centred values: exact where E[x^2] - E[x]^2 would cancel.
+        squares = 0.0
+        for k in range(width):
+            centered = x[r, k] - row_mean
+            squares += centered * centered
+        row_rstd = 1.0 / math.sqrt(squares / width + eps)
+        mean[r] = row_mean
+        rstd[r] = row_rstd
+        for k in range(width):
+            value = (x[r, k] - row_mean) * row_rstd
+            if has_weight:
+                value *= weight[k]
+            if has_bias:
+                value += bias[k]
+            y[r, k] = value
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, partial_dweight, partial_dbias):
+    rows, width = x.shape
+    chunks = partial_dweight.shape[0]
+    # Rows are split into contiguous chunks; each chunk sums its own dweight/dbias rows, so the
+    # parameter gradients need no atomics and are reduced once at the end.
+    for chunk in prange(chunks):
+        first = chunk * rows // chunks
+        last = (chunk + 1) * rows // chunks
+        for r in range(first, last):
+            row_mean = mean[r]
+            row_rstd = rstd[r]
+            # mean(g) and mean(g * xhat) with g = grad * weight
+            sum_g = 0.0
+            sum_g_xhat = 0.0
+            for k in range(width):
+                g = grad[r, k] * weight[k] if has_weight else grad[r, k]
+                xhat = (x[r, k] - row_mean) * row_rstd
+                sum_g += g
+                sum_g_xhat += g * xhat
+                if has_weight:
+                    partial_dweight[chunk, k] += grad[r, k] * xhat
+                    partial_dbias[chunk, k] += grad[r, k]
+            mean_g = sum_g / width
+            mean_g_xhat = sum_g_xhat / width
+            for k in range(width):
+                g = grad[r, k] * weight[k] if has_weight else grad[r, k]
+                xhat = (x[r, k] - row_mean) * row_rstd
+                dx[r, k] = row_rstd * (g - mean_g - xhat * mean_g_xhat)
+
+
+def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
+    """Normalise each row of ``x`` (M, D), then scale by weight and shift by bias (either may be None).
+
+    Returns ``(y, mean, rstd)``, mean and rstd of shape (M,).
+    """
+    x = np.ascontiguousarray(x)
+    rows, width = x.shape
+    empty = np.empty(0, dtype=x.dtype)  # stands in for a missing weight/bias (never read)
+    weight_arr = empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
+    bias_arr = empty if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+    y = np.empty_like(x)
+    mean = np.empty(rows, dtype=x.dtype)
+    rstd = np.empty(rows, dtype=x.dtype)
+    if x.size:
+        _layer_norm_forward_kernel(
+            x, weight_arr, bias_arr, weight is not None, bias is not None, float(eps), y, mean, rstd
+        )
+    return y, mean, rstd
+
+
+def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
+    """Gradients ``(dx, dweight, dbias)`` of layer norm; dweight and dbias are None without weight."""
+    x = np.ascontiguousarray(x)
+    grad = np.ascontiguousarray(grad, dtype=x.dtype)
+    mean = np.ascontiguousarray(mean, dtype=x.dtype)
+    rstd = np.ascontiguousarray(rstd, dtype=x.dtype)
+    rows, width = x.shape
+    has_weight = weight is not None
+    weight_arr = np.ascontiguousarray(weight, dtype=x.dtype) if has_weight else np.empty(0, dtype=x.dtype)
+    # One chunk of rows per thread; the kernel sums dweight/dbias per chunk (unused without weight).
+    chunks = max(1, min(rows, numba.get_num_threads()))
+    partial_dweight = np.zeros((chunks, width), dtype=x.dtype)
+    partial_dbias = np.zeros_like(partial_dweight)
+    dx = np.empty_like(x)
+    if x.size:
+        _layer_norm_backward_kernel(grad, x, mean, rstd, weight_arr, has_weight, dx, partial_dweight, partial_dbias)
+    if not has_weight:
+        return dx, None, None
+    return dx, partial_dweight.sum(axis=0), partial_dbias.sum(axis=0)

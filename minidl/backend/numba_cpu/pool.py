@@ -1,0 +1,181 @@
+"""2-D max and average pooling as Numba kernels (same names as :mod:`minidl.backend.reference.pool`).
+
+Every kernel runs one parallel task per (n, c) plane and walks that plane's windows directly,
+skipping taps that fall in the padding instead of materialising a padded copy. Backward passes
+scatter into the task's own input plane, so threads never write to the same cell.
+
+Output sizes and average-pool divisors follow PyTorch; the size rule is shared with the reference
+(:func:`pool_output_size`) and the divisor rule is restated inside the kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..reference.pool import pool_output_size
+
+__all__ = [
+    "pool_output_size",
+    "max_pool2d_forward",
+    "max_pool2d_backward",
+    "avg_pool2d_forward",
+    "avg_pool2d_backward",
+]
+
+
+@njit(cache=True, parallel=True)
+def _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw):
+    n, c, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in prange(n * c):
+        b = plane // c
+        ch = plane % c
+        for oh in range(out_h):
+            for ow in range(out_w):
+                best = -np.inf
+                best_index = -1
+                for i in range(kh):
+                    ih = oh * sh - ph + i * dh
+                    if ih < 0 or ih >= height:
+                        continue
+                    for j in range(kw):
+                        iw = ow * sw - pw + j * dw
+                        if iw < 0 or iw >= width:
+                            continue
+                        value = x[b, ch, ih, iw]
+                        # First in-image tap claims the window; later ones need to be strictly
+                        # larger (first max wins ties) or NaN (NaN propagates), as in PyTorch.
+                        if best_index < 0 or value > best or np.isnan(value):
+                            best = value
+                            best_index = ih * width + iw
+                out[b, ch, oh, ow] = best
+                argmax[b, ch, oh, ow] = best_index
+
+
+@njit(cache=True, parallel=True)
+def _max_pool_backward_kernel(grad_out, argmax, dx):
+    n, c, height, width = dx.shape
+    out_h, out_w = grad_out.shape[2], grad_out.shape[3]
+    for plane in prange(n * c):
+        b = plane // c
+        ch = plane % c
+        for ih in range(height):
+            for iw in range(width):
+                dx[b, ch, ih, iw] = 0
+        for oh in range(out_h):
+            for ow in range(out_w):
+                index = argmax[b, ch, oh, ow]
+                dx[b, ch, index // width, index % width] += grad_out[b, ch, oh, ow]
+
+
+@njit(cache=True)
+def _avg_window(o, stride, padding, kernel, size, count_include_pad):
+    """Window o's in-image range [start, end) along one axis and its divisor count.
+
+    count_include_pad counts the cells inside the padded input (clipped at the right padding for
+    ceil_mode windows); otherwise only in-image cells count.
+    """
+    start = o * stride - padding
+    end = min(start + kernel, size + padding)
+    padded_count = end - start
+    start = max(start, 0)
+    end = min(end, size)
+    count = padded_count if count_include_pad else end - start
+    return start, end, count
+
+
+@njit(cache=True, parallel=True)
+def _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
+    n, c, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in prange(n * c):
+        b = plane // c
+        ch = plane % c
+        for oh in range(out_h):
+            h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
+            for ow in range(out_w):
+                w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
+                total = x.dtype.type(0)
+                for ih in range(h0, h1):
+                    for iw in range(w0, w1):
+                        total += x[b, ch, ih, iw]
+                out[b, ch, oh, ow] = total / (count_h * count_w)
+
+
+@njit(cache=True, parallel=True)
+def _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, count_include_pad):
+    n, c, height, width = dx.shape
+    out_h, out_w = grad_out.shape[2], grad_out.shape[3]
+    for plane in prange(n * c):
+        b = plane // c
+        ch = plane % c
+        for ih in range(height):
+            for iw in range(width):
+                dx[b, ch, ih, iw] = 0
+        for oh in range(out_h):
+            h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
+            for ow in range(out_w):
+                w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
+                share = grad_out[b, ch, oh, ow] / (count_h * count_w)
+                for ih in range(h0, h1):
+                    for iw in range(w0, w1):
+                        dx[b, ch, ih, iw] += share
+
+
+def _pairs(*pairs):
+    return tuple(int(v) for pair in pairs for v in pair)
+
+
+def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ceil_mode):
+    """Max over every window of ``x`` (N, C, H, W); returns ``(out, argmax)``.
+
+    argmax (int64, N, C, OH, OW) is the flat index ``h*W + w`` of the chosen cell in its plane.
+    """
+    x = np.ascontiguousarray(x)
+    kh, kw, sh, sw, ph, pw, dh, dw = _pairs(kernel_size, stride, padding, dilation)
+    n, c, height, width = x.shape
+    out_h = pool_output_size(height, kh, sh, ph, dh, ceil_mode)
+    out_w = pool_output_size(width, kw, sw, pw, dw, ceil_mode)
+    out = np.empty((n, c, out_h, out_w), dtype=x.dtype)
+    argmax = np.empty((n, c, out_h, out_w), dtype=np.int64)
+    if out.size:
+        _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw)
+    return out, argmax
+
+
+def max_pool2d_backward(grad_out: np.ndarray, argmax: np.ndarray, x_shape) -> np.ndarray:
+    """Route each window's gradient to the cell that won its max (summed where cells win twice)."""
+    grad_out = np.ascontiguousarray(grad_out)
+    argmax = np.ascontiguousarray(argmax, dtype=np.int64)
+    dx = np.empty(tuple(int(s) for s in x_shape), dtype=grad_out.dtype)
+    if dx.size:
+        _max_pool_backward_kernel(grad_out, argmax, dx)
+    return dx
+
+
+def avg_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, ceil_mode, count_include_pad) -> np.ndarray:
+    """Mean over every window of ``x`` (N, C, H, W), with PyTorch's divisor."""
+    x = np.ascontiguousarray(x)
+    kh, kw, sh, sw, ph, pw = _pairs(kernel_size, stride, padding)
+    n, c, height, width = x.shape
+    out_h = pool_output_size(height, kh, sh, ph, 1, ceil_mode)
+    out_w = pool_output_size(width, kw, sw, pw, 1, ceil_mode)
+    out = np.empty((n, c, out_h, out_w), dtype=x.dtype)
+    if out.size:
+        _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
+    return out
+
+
+def avg_pool2d_backward(grad_out: np.ndarray, x_shape, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    """Every in-image cell of a window receives the window's gradient over its divisor."""
+    grad_out = np.ascontiguousarray(grad_out)
+    kh, kw, sh, sw, ph, pw = _pairs(kernel_size, stride, padding)
+    x_shape = tuple(int(s) for s in x_shape)
+    # Validates the geometry exactly as the forward pass did.
+    pool_output_size(x_shape[2], kh, sh, ph, 1, ceil_mode)
+    pool_output_size(x_shape[3], kw, sw, pw, 1, ceil_mode)
+    dx = np.empty(x_shape, dtype=grad_out.dtype)
+    if dx.size:
+        _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
+    return dx
