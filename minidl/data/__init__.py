@@ -1,0 +1,27 @@
+"""Data readers whose position can be saved and restored exactly.
+
+Every reader here follows one protocol, so a training checkpoint can store any of them:
+
+- iterating yields the batches left in the current epoch, then the epoch counter advances;
+- ``next_batch()`` hands out the next batch and rolls over into the next epoch by itself;
+- ``epoch`` and ``position`` say where the reader stands;
+- ``state_dict()`` returns a small msgpack-able dict (plain ints, strings, lists, dicts) and
+  ``load_state_dict(state)`` puts a reader back at exactly that point, so the restored reader
+  yields the very batches the original would have yielded next.
+
+In memory (or memory-mapped): :class:`ArrayDataset` / :class:`NpyDataset` read through a
+:class:`DataReader`, which shuffles by a permutation derived from ``(seed, epoch)`` -- so its state
+is two counters, never the permutation itself.
+
+Streaming from disk: :class:`CSVReader` and :class:`CTFReader` (the CNTK text format). Their
+position is a byte offset into the file; restoring seeks there instead of re-reading.
+
+Importing this package is cheap: the Numba parsing kernels compile on first use.
+"""
+
+from minidl.data.dataset import ArrayDataset, NpyDataset
+from minidl.data.reader import DataReader
+from minidl.data.csv_reader import CSVReader
+from minidl.data.ctf_reader import CTFReader
+
+__all__ = ["ArrayDataset", "NpyDataset", "DataReader", "CSVReader", "CTFReader"]

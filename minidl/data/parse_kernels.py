@@ -1,0 +1,289 @@
+"""Numba kernels that turn raw text bytes into a float64 matrix, one pass over the bytes.
+
+Imported only when a streaming reader parses its first chunk, so ``import minidl`` never starts
+the compiler; ``cache=True`` keeps the compiled code on disk for later runs. ``nogil=True`` lets a
+prefetch thread parse while the main thread trains. Each kernel has a plain-Python twin in
+``parsing.py`` and a test checks that the two agree.
+
+Conventions shared by both kernels: lines end with ``\\n`` (a ``\\r`` before it is ignored);
+lines holding only spaces and tabs are skipped; the kernels never raise, they return the 0-based
+index of the first bad line and an error code (see ``parsing.ERROR_MESSAGES``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+NEWLINE, CR, SPACE, TAB = 10, 13, 32, 9
+PLUS, MINUS, DOT, BAR, HASH = 43, 45, 46, 124, 35
+ZERO, NINE = 48, 57
+
+# Exact powers of ten: every 10**k with k <= 22 is representable in float64, so
+# mantissa / 10**k is then a single correctly rounded operation.
+POWERS_OF_TEN = np.array([10.0 ** k for k in range(23)])
+# A signed 64-bit integer holds any 18-digit mantissa; later digits cannot change a float32.
+MAX_MANTISSA_DIGITS = 18
+# Special values, spelled in lower case as uint8 arrays (Numba freezes global arrays as constants).
+NAN_WORD = np.frombuffer(b"nan", dtype=np.uint8).copy()
+INF_WORD = np.frombuffer(b"inf", dtype=np.uint8).copy()
+INFINITY_WORD = np.frombuffer(b"infinity", dtype=np.uint8).copy()
+
+from minidl.data.parsing import (  # noqa: E402  (error codes shared with the reference)
+    MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, OK, REPEATED_STREAM, UNKNOWN_STREAM,
+    WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
+)
+
+
+@njit(cache=True, nogil=True)
+def _is_blank(byte):
+    return byte == SPACE or byte == TAB
+
+
+@njit(cache=True, nogil=True)
+def _lower(byte):
+    # ASCII letters differ from their lower case only in bit 0x20.
+    return byte | 0x20
+
+
+@njit(cache=True, nogil=True)
+def _matches_word(buf, start, end, word):
+    if end - start != len(word):
+        return False
+    for k in range(len(word)):
+        if _lower(buf[start + k]) != word[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def parse_number(buf, start, end):
+    """Parse ``buf[start:end]`` (surrounding blanks allowed) as a decimal float.
+
+    Returns ``(ok, value)``. The digits are gathered into an integer mantissa and a power of ten,
+    ``value = mantissa * 10**exponent``, then scaled with exact powers of ten.
+    """
+    while start < end and _is_blank(buf[start]):
+        start += 1
+    while end > start and _is_blank(buf[end - 1]):
+        end -= 1
+    if start >= end:
+        return False, 0.0
+    sign = 1.0
+    if buf[start] == MINUS:
+        sign = -1.0
+        start += 1
+    elif buf[start] == PLUS:
+        start += 1
+    if start < end and (_lower(buf[start]) == 110 or _lower(buf[start]) == 105):  # 'n' or 'i'
+        if _matches_word(buf, start, end, NAN_WORD):
+            return True, np.nan
+        if (_matches_word(buf, start, end, INF_WORD)
+                or _matches_word(buf, start, end, INFINITY_WORD)):
+            return True, sign * np.inf
+        return False, 0.0
+    mantissa = 0
+    significant = 0
+    exponent = 0
+    seen_digit = False
+    i = start
+    while i < end and ZERO <= buf[i] <= NINE:
+        seen_digit = True
+        if significant < MAX_MANTISSA_DIGITS:
+            mantissa = mantissa * 10 + (buf[i] - ZERO)
+            if mantissa > 0:
+                significant += 1
+        else:
+            exponent += 1  # a dropped integer digit still scales the value
+        i += 1
+    if i < end and buf[i] == DOT:
+        i += 1
+        while i < end and ZERO <= buf[i] <= NINE:
+            seen_digit = True
+            if significant < MAX_MANTISSA_DIGITS:
+                mantissa = mantissa * 10 + (buf[i] - ZERO)
+                if mantissa > 0:
+                    significant += 1
+                exponent -= 1
+            i += 1
+    if not seen_digit:
+        return False, 0.0
+    if i < end and _lower(buf[i]) == 101:  # 'e'
+        i += 1
+        exponent_sign = 1
+        if i < end and (buf[i] == MINUS or buf[i] == PLUS):
+            if buf[i] == MINUS:
+                exponent_sign = -1
+            i += 1
+        if i >= end or not (ZERO <= buf[i] <= NINE):
+            return False, 0.0
+        written = 0
+        while i < end and ZERO <= buf[i] <= NINE:
+            if written < 100000:  # beyond this every value is 0 or inf anyway
+                written = written * 10 + (buf[i] - ZERO)
+            i += 1
+        exponent += exponent_sign * written
+    if i != end:
+        return False, 0.0
+    value = float(mantissa)
+    if mantissa != 0:
+        while exponent > 22:
+            value *= POWERS_OF_TEN[22]
+            exponent -= 22
+        while exponent < -22:
+            value /= POWERS_OF_TEN[22]
+            exponent += 22
+        if exponent >= 0:
+            value *= POWERS_OF_TEN[exponent]
+        else:
+            value /= POWERS_OF_TEN[-exponent]
+    return True, sign * value
+
+
+@njit(cache=True, nogil=True)
+def _line_end(buf, start):
+    end = start
+    while end < len(buf) and buf[end] != NEWLINE:
+        end += 1
+    return end
+
+
+@njit(cache=True, nogil=True)
+def _content_end(buf, start, end):
+    if end > start and buf[end - 1] == CR:
+        return end - 1
+    return end
+
+
+@njit(cache=True, nogil=True)
+def _is_blank_line(buf, start, stop):
+    for k in range(start, stop):
+        if not _is_blank(buf[k]):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def parse_delimited_kernel(buf, delimiter, values, starts, lines):
+    """Fill ``values[row, column]`` from delimiter-separated lines; see ``parsing.parse_delimited``.
+
+    Returns ``(rows, bad_line, error_code)``.
+    """
+    width = values.shape[1]
+    row = 0
+    line = 0
+    pos = 0
+    while pos < len(buf):
+        end = _line_end(buf, pos)
+        stop = _content_end(buf, pos, end)
+        if not _is_blank_line(buf, pos, stop):
+            column = 0
+            field_start = pos
+            while True:
+                field_end = field_start
+                while field_end < stop and buf[field_end] != delimiter:
+                    field_end += 1
+                if column >= width:
+                    return row, line, WRONG_FIELD_COUNT
+                ok, value = parse_number(buf, field_start, field_end)
+                if not ok:
+                    return row, line, NOT_A_NUMBER
+                values[row, column] = value
+                column += 1
+                if field_end >= stop:
+                    break
+                field_start = field_end + 1
+            if column != width:
+                return row, line, WRONG_FIELD_COUNT
+            starts[row] = pos
+            lines[row] = line
+            row += 1
+        line += 1
+        pos = end + 1
+    return row, -1, OK
+
+
+@njit(cache=True, nogil=True)
+def _find_stream(buf, start, end, names, name_starts):
+    for s in range(len(name_starts) - 1):
+        a, b = name_starts[s], name_starts[s + 1]
+        if b - a == end - start:
+            same = True
+            for k in range(b - a):
+                if names[a + k] != buf[start + k]:
+                    same = False
+                    break
+            if same:
+                return s
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def parse_ctf_kernel(buf, names, name_starts, column_starts, values, starts, lines):
+    """Fill ``values`` from CNTK text format lines; see ``parsing.parse_ctf``.
+
+    Stream ``s`` is named ``names[name_starts[s]:name_starts[s + 1]]`` and owns the columns
+    ``column_starts[s]:column_starts[s + 1]``. Returns ``(rows, bad_line, error_code)``.
+    """
+    streams = len(name_starts) - 1
+    seen = np.zeros(streams, dtype=np.bool_)
+    row = 0
+    line = 0
+    pos = 0
+    while pos < len(buf):
+        end = _line_end(buf, pos)
+        stop = _content_end(buf, pos, end)
+        if not _is_blank_line(buf, pos, stop):
+            p = pos
+            while p < stop and buf[p] != BAR:  # an optional sequence id comes first
+                p += 1
+            if p >= stop:
+                return row, line, NO_STREAM
+            seen[:] = False
+            while p < stop:
+                p += 1  # past the '|'
+                name_start = p
+                while p < stop and buf[p] != BAR and not _is_blank(buf[p]):
+                    p += 1
+                name_end = p
+                while p < stop and buf[p] != BAR:
+                    p += 1
+                values_end = p
+                if name_end > name_start and buf[name_start] == HASH:
+                    continue  # "|#..." is a comment up to the next '|'
+                s = _find_stream(buf, name_start, name_end, names, name_starts)
+                if s < 0:
+                    return row, line, UNKNOWN_STREAM
+                if seen[s]:
+                    return row, line, REPEATED_STREAM
+                seen[s] = True
+                dim = column_starts[s + 1] - column_starts[s]
+                count = 0
+                q = name_end
+                while True:
+                    while q < values_end and _is_blank(buf[q]):
+                        q += 1
+                    if q >= values_end:
+                        break
+                    token_end = q
+                    while token_end < values_end and not _is_blank(buf[token_end]):
+                        token_end += 1
+                    if count >= dim:
+                        return row, line, WRONG_VALUE_COUNT
+                    ok, value = parse_number(buf, q, token_end)
+                    if not ok:
+                        return row, line, NOT_A_NUMBER
+                    values[row, column_starts[s] + count] = value
+                    count += 1
+                    q = token_end
+                if count != dim:
+                    return row, line, WRONG_VALUE_COUNT
+            for s in range(streams):
+                if not seen[s]:
+                    return row, line, MISSING_STREAM
+            starts[row] = pos
+            lines[row] = line
+            row += 1
+        line += 1
+        pos = end + 1
+    return row, -1, OK
