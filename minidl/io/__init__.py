@@ -1,0 +1,33 @@
+"""minidl files: values, models, and the safe reader/writer they share.
+
+Layers, from high to low (each imports only those below it):
+
+* ``values`` (``save``/``load``) and ``models`` (``save_model``/``load_model``)
+* ``writer`` (``write_file``) and ``reader`` (``read_file``, ``read_header``)
+* ``header`` (msgpack schema and validation), ``crypto`` (AES-GCM), ``atomic``
+  (``write_atomically``), ``checksum``, ``dtypes``, ``layout``, ``errors``
+
+``SPEC.md`` at the project root describes the bytes on disk.
+"""
+
+from minidl.io.atomic import write_atomically
+from minidl.io.errors import (
+    CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError,
+    MissingFileError, ModelSpecError, NotAMinidlFileError, UnsafeFileError,
+    UnsupportedVersionError, WrongKindError)
+from minidl.io.header import TensorRef
+from minidl.io.layout import MAJOR_VERSION, MINOR_VERSION
+from minidl.io.models import load_model, save_model
+from minidl.io.reader import FileHeader, read_contents, read_file, read_header, verify_file
+from minidl.io.values import decode_value, encode_value, load, save
+from minidl.io.writer import write_file
+
+__all__ = [
+    "save", "load", "save_model", "load_model",
+    "write_file", "read_file", "read_contents", "read_header", "verify_file", "FileHeader",
+    "TensorRef", "encode_value", "decode_value", "write_atomically",
+    "MAJOR_VERSION", "MINOR_VERSION",
+    "CheckpointError", "MissingFileError", "CorruptFileError", "NotAMinidlFileError",
+    "ChecksumMismatchError", "UnsupportedVersionError", "UnsafeFileError", "DecryptionError",
+    "WrongKindError", "ModelSpecError",
+]

@@ -1,0 +1,283 @@
+"""The msgpack header: packing it, and unpacking and validating it without trusting it.
+
+Unpacking is where a hostile file first gets a say, so it is locked down: strings must
+be valid UTF-8, map keys must be strings and unique, every length is bounded by the
+header's own size, the only extension type is the tensor reference, and the decoded
+tree may hold only plain data (no timestamps, no unknown objects) nested at most
+``MAX_NESTING`` deep.  Validation then checks every index entry (name, dtype, shape,
+offset, length, checksum) and that the tensors tile the data section exactly: no
+overlaps, no gaps beyond alignment padding, no trailing bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import msgpack
+import numpy as np
+
+from minidl.io import layout
+from minidl.io.dtypes import dtype_from_name
+from minidl.io.errors import (
+    CorruptFileError, UnsafeFileError)
+
+# Extension type 1 is the only one: a reference to a tensor in the index, by name.
+TENSOR_REF_EXT = 1
+
+# Plaintext bytes per AES-GCM chunk of an encrypted tensor (a constant of the format).
+ENCRYPTION_CHUNK = 1 << 22
+GCM_TAG_SIZE = 16
+
+REQUIRED_KEYS = ("kind", "metadata", "tensors")
+ENTRY_KEYS = ("name", "dtype", "shape", "offset", "length", "checksum")
+
+# Fields that would ask a loader to lower its guard or to run code.  They are refused
+# wherever a header or an index entry carries them, whatever the minor version.
+FORBIDDEN_KEYS = frozenset({
+    "allow_pickle", "pickle", "pickled", "verify", "no_verify", "skip_verify", "trust",
+    "trusted", "trust_remote_code", "unsafe", "policy", "import", "imports", "module_path",
+    "code", "eval", "exec", "callable", "loader", "hook", "hooks", "reduce", "class_path",
+})
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Stands in the metadata tree for the tensor of the given name in the index."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One validated row of the tensor index."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int
+    length: int
+    checksum: int
+
+    @property
+    def nbytes(self) -> int:
+        """Plaintext size: product of the shape times the item size."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+@dataclass
+class Header:
+    """A validated header: what the file holds and where each tensor lies."""
+
+    kind: str
+    metadata: dict
+    entries: list[TensorEntry] = field(default_factory=list)
+
+
+def stored_length(nbytes: int, encrypted: bool) -> int:
+    """Bytes a tensor of ``nbytes`` plaintext bytes occupies in the data section."""
+    if not encrypted:
+        return nbytes
+    return nbytes + GCM_TAG_SIZE * encryption_chunk_count(nbytes)
+
+
+def encryption_chunk_count(nbytes: int) -> int:
+    """Number of AES-GCM chunks a tensor of ``nbytes`` plaintext bytes is split into."""
+    return -(-nbytes // ENCRYPTION_CHUNK)
+
+
+# ---------------------------------------------------------------------------- packing
+
+def _pack_default(obj):
+    if isinstance(obj, TensorRef):
+        return msgpack.ExtType(TENSOR_REF_EXT, obj.name.encode("utf-8"))
+    raise TypeError(f"cannot store an object of type {type(obj).__name__} in a minidl header")
+
+
+def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
+    """Serialise a header map; TypeError/ValueError when it holds unstorable values."""
+    header = {"kind": kind, "metadata": metadata, "tensors": entries}
+    check_plain_tree(header, where="header")
+    return msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
+
+
+def check_plain_tree(tree, where: str) -> None:
+    """Refuse (TypeError/ValueError) trees the reader would refuse: non-str keys, too deep."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > layout.MAX_NESTING:
+            raise ValueError(f"{where} is nested deeper than {layout.MAX_NESTING} levels")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise TypeError(f"{where}: dict keys must be str, got {type(k).__name__} {k!r}")
+                stack.append((v, depth + 1))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, depth + 1) for v in node)
+
+
+# -------------------------------------------------------------------------- unpacking
+
+class _Refused(Exception):
+    """Raised inside msgpack hooks; turned into a CheckpointError naming the file."""
+
+    def __init__(self, error_type, problem):
+        super().__init__(problem)
+        self.error_type, self.problem = error_type, problem
+
+
+def _pairs_without_duplicates(pairs):
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise _Refused(CorruptFileError, f"header has a duplicate map key {key!r}")
+        result[key] = value
+    return result
+
+
+def _ext_hook(code, data):
+    if code != TENSOR_REF_EXT:
+        raise _Refused(UnsafeFileError, f"header uses unknown msgpack extension type {code}")
+    try:
+        return TensorRef(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _Refused(CorruptFileError, "tensor reference is not valid UTF-8") from None
+
+
+_PLAIN_LEAVES = (str, bytes, int, float, bool, type(None), TensorRef)
+
+
+def unpack_header(path, raw: bytes) -> dict:
+    """Decode header bytes into a plain tree, refusing anything not plain data."""
+    limit = len(raw)
+    try:
+        tree = msgpack.unpackb(
+            raw, raw=False, unicode_errors="strict", strict_map_key=True, use_list=True,
+            object_pairs_hook=_pairs_without_duplicates, ext_hook=_ext_hook,
+            max_str_len=limit, max_bin_len=limit, max_array_len=limit, max_map_len=limit,
+            max_ext_len=limit)
+    except _Refused as refused:
+        raise refused.error_type(path, refused.problem) from None
+    except RecursionError:
+        raise CorruptFileError(path, "header is nested too deeply") from None
+    except Exception as exc:  # msgpack reports malformed input with several types
+        raise CorruptFileError(path, f"header is not valid msgpack ({exc})") from None
+    _check_decoded_tree(path, tree)
+    if not isinstance(tree, dict):
+        raise CorruptFileError(path, "header is not a msgpack map")
+    return tree
+
+
+def _check_decoded_tree(path, tree) -> None:
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > layout.MAX_NESTING:
+            raise CorruptFileError(path, f"header is nested deeper than {layout.MAX_NESTING}")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+        elif not isinstance(node, _PLAIN_LEAVES):
+            raise UnsafeFileError(path, f"header holds a {type(node).__name__}, not plain data")
+
+
+# ------------------------------------------------------------------------- validation
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_keys(path, mapping: dict, known: tuple, where: str, newer_minor: bool) -> None:
+    for key in mapping:
+        if key in FORBIDDEN_KEYS or key.startswith("__"):
+            raise UnsafeFileError(path, f"{where} carries the field {key!r}, which a minidl "
+                                        "loader never honours (no pickle, no code, no skipped checks)")
+    missing = [k for k in known if k not in mapping]
+    if missing:
+        raise CorruptFileError(path, f"{where} lacks the field(s) {', '.join(missing)}")
+    unknown = [k for k in mapping if k not in known]
+    # Minor versions only ever add optional fields, so a newer file's extra fields can
+    # be ignored; in a file of our own minor version they mean damage or forgery.
+    if unknown and not newer_minor:
+        raise CorruptFileError(path, f"{where} has unknown field(s) {', '.join(map(repr, unknown))}")
+
+
+def validate_header(path, tree: dict, prelude: layout.Prelude, file_size: int) -> Header:
+    """Check the header's schema and that its index tiles the data section exactly."""
+    newer_minor = prelude.minor > layout.MINOR_VERSION
+    _check_keys(path, tree, REQUIRED_KEYS, "header", newer_minor)
+    kind, metadata, raw_entries = tree["kind"], tree["metadata"], tree["tensors"]
+    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
+        raise CorruptFileError(path, "header field 'kind' must be a short string")
+    if not isinstance(metadata, dict):
+        raise CorruptFileError(path, "header field 'metadata' must be a map")
+    if not isinstance(raw_entries, list):
+        raise CorruptFileError(path, "header field 'tensors' must be an array")
+    if len(raw_entries) > layout.MAX_TENSORS:
+        raise CorruptFileError(path, f"header lists more than {layout.MAX_TENSORS} tensors")
+
+    data_size = file_size - prelude.data_start
+    if data_size < 0:
+        raise CorruptFileError(path, "file ends inside the header padding")
+    entries, names, expected_offset = [], set(), 0
+    for position, raw in enumerate(raw_entries):
+        entry = _validate_entry(path, raw, position, prelude, newer_minor, data_size)
+        if entry.name in names:
+            raise CorruptFileError(path, f"tensor {entry.name!r} is listed twice")
+        names.add(entry.name)
+        # Tensors follow each other in index order, each at the next 64-byte boundary:
+        # anything else is an overlap, a gap, or an attempt to alias another tensor.
+        if entry.offset != expected_offset:
+            raise CorruptFileError(
+                path, f"tensor {entry.name!r} starts at offset {entry.offset}, expected "
+                      f"{expected_offset} (tensors must be packed in order, 64-byte aligned)")
+        end = entry.offset + entry.length
+        if end > data_size:
+            raise CorruptFileError(path, f"tensor {entry.name!r} ends past the end of the file "
+                                         f"(needs {end} data bytes, file has {data_size})")
+        entries.append(entry)
+        expected_offset = layout.align_up(end)
+    data_end = entries[-1].offset + entries[-1].length if entries else 0
+    if data_end != data_size:
+        raise CorruptFileError(path, f"{data_size - data_end} unexpected bytes after the last tensor")
+    return Header(kind, metadata, entries)
+
+
+def _validate_entry(path, raw, position, prelude, newer_minor, data_size) -> TensorEntry:
+    where = f"tensor #{position}"
+    if not isinstance(raw, dict):
+        raise CorruptFileError(path, f"{where} in the index is not a map")
+    _check_keys(path, raw, ENTRY_KEYS, where, newer_minor)
+    name = raw["name"]
+    if not isinstance(name, str) or not 0 < len(name) <= 4096:
+        raise CorruptFileError(path, f"{where} has an invalid name")
+    where = f"tensor {name!r}"
+    dtype = dtype_from_name(raw["dtype"])
+    if dtype is None:
+        raise UnsafeFileError(path, f"{where} has dtype {raw['dtype']!r}, which is not on the "
+                                    "allow-list (plain numeric and bool types only)")
+    shape = raw["shape"]
+    if not isinstance(shape, list) or len(shape) > layout.MAX_NDIM:
+        raise CorruptFileError(path, f"{where} has an invalid shape")
+    if not all(_is_int(d) and d >= 0 for d in shape):
+        raise CorruptFileError(path, f"{where} has a shape with negative or non-integer dims: {shape}")
+    # Python integers cannot overflow, so the product is exact however hostile the dims;
+    # comparing it to the bytes actually present rejects absurd shapes before any allocation.
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > data_size:
+        raise CorruptFileError(path, f"{where} claims {nbytes} bytes, more than the file holds")
+    offset, length, check = raw["offset"], raw["length"], raw["checksum"]
+    if not (_is_int(offset) and offset >= 0):
+        raise CorruptFileError(path, f"{where} has an invalid offset {offset!r}")
+    if not (_is_int(length) and length == stored_length(nbytes, prelude.encrypted)):
+        raise CorruptFileError(path, f"{where} has length {length!r}, but its shape {shape} and "
+                                     f"dtype {dtype.name} need {stored_length(nbytes, prelude.encrypted)}")
+    if not (_is_int(check) and 0 <= check < 1 << 64):
+        raise CorruptFileError(path, f"{where} has an invalid checksum field")
+    return TensorEntry(name, dtype, tuple(shape), offset, length, check)
+
+
+__all__ = ["TensorRef", "TensorEntry", "Header", "pack_header", "unpack_header",
+           "validate_header", "stored_length"]

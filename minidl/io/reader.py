@@ -1,0 +1,284 @@
+"""Reading a minidl file without trusting it.
+
+Order of business: the 64-byte prelude (magic, version, flags, header length), then the
+header bytes and their checksum, then the header's schema and the index's arithmetic
+(shapes, lengths, offsets against the real file size).  Only when all of that holds is a
+single tensor byte read, and only then is memory allocated for it, in amounts the file
+size has already justified.  Every failure becomes a ``CheckpointError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import mmap as mmap_module
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from minidl.io import crypto, layout
+from minidl.io.checksum import StreamingChecksum, checksum
+from minidl.io.errors import (
+    ChecksumMismatchError, CheckpointError, CorruptFileError, DecryptionError,
+    MissingFileError, NotAMinidlFileError, UnsupportedVersionError, WrongKindError)
+from minidl.io.header import (
+    ENCRYPTION_CHUNK, GCM_TAG_SIZE, Header, TensorEntry, unpack_header, validate_header)
+
+
+@dataclass
+class FileHeader:
+    """Everything known about a file after its header was read and validated."""
+
+    path: str
+    prelude: layout.Prelude
+    header: Header
+    file_size: int
+
+    @property
+    def kind(self) -> str:
+        return self.header.kind
+
+    @property
+    def metadata(self) -> dict:
+        return self.header.metadata
+
+    @property
+    def entries(self) -> list[TensorEntry]:
+        return self.header.entries
+
+    @property
+    def version(self) -> str:
+        return f"{self.prelude.major}.{self.prelude.minor}"
+
+    @property
+    def encrypted(self) -> bool:
+        return self.prelude.encrypted
+
+
+def _open(path):
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise MissingFileError(path, "no such file") from None
+    except IsADirectoryError:
+        raise MissingFileError(path, "is a directory, not a minidl file") from None
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot open: {exc.strerror or exc}") from None
+
+
+def _read_exactly(path, file, size: int, what: str) -> bytes:
+    data = file.read(size)
+    if len(data) != size:
+        raise CorruptFileError(path, f"file is truncated: {what} needs {size} bytes, "
+                                     f"only {len(data)} remain")
+    return data
+
+
+def _read_prelude(path, file, file_size: int) -> layout.Prelude:
+    raw = file.read(layout.PRELUDE_SIZE)
+    if len(raw) < layout.PRELUDE_SIZE:
+        if raw[:len(layout.MAGIC)] != layout.MAGIC[:len(raw)] or not raw:
+            raise NotAMinidlFileError(path, "not a minidl file (empty or wrong magic bytes)")
+        raise CorruptFileError(path, f"file is truncated: {len(raw)} bytes, the fixed "
+                                     f"prelude alone is {layout.PRELUDE_SIZE}")
+    magic, prelude = layout.Prelude.unpack(raw)
+    if magic != layout.MAGIC:
+        raise NotAMinidlFileError(path, "not a minidl file (wrong magic bytes)")
+    if prelude.major != layout.MAJOR_VERSION:
+        raise UnsupportedVersionError(
+            path, f"format version {prelude.major}.{prelude.minor} is not supported; this "
+                  f"reader understands major version {layout.MAJOR_VERSION}")
+    if prelude.flags & ~layout.KNOWN_FLAGS:
+        raise UnsupportedVersionError(path, f"file uses unknown feature flags {prelude.flags:#x}")
+    if prelude.reserved != bytes(len(prelude.reserved)):
+        raise CorruptFileError(path, "reserved prelude bytes are not zero")
+    if not prelude.encrypted and prelude.nonce_base != bytes(layout.NONCE_SIZE):
+        raise CorruptFileError(path, "nonce field is set in an unencrypted file")
+    if prelude.header_length == 0 or prelude.header_length > layout.MAX_HEADER_BYTES:
+        raise CorruptFileError(path, f"header length {prelude.header_length} is outside "
+                                     f"1..{layout.MAX_HEADER_BYTES}")
+    if layout.PRELUDE_SIZE + prelude.header_length > file_size:
+        raise CorruptFileError(path, f"header length {prelude.header_length} runs past the end "
+                                     f"of the {file_size}-byte file")
+    return prelude
+
+
+def _read_header(path, file, key) -> FileHeader:
+    try:
+        file_size = os.fstat(file.fileno()).st_size
+        prelude = _read_prelude(path, file, file_size)
+        stored = _read_exactly(path, file, prelude.header_length, "the header")
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    if checksum(stored) != prelude.header_checksum:
+        raise ChecksumMismatchError(path, "header checksum mismatch: the header is damaged")
+    if prelude.encrypted:
+        if key is None:
+            raise DecryptionError(path, "file is encrypted; pass key= to read it")
+        cipher = _cipher_for_reading(path, key)
+        if len(stored) <= GCM_TAG_SIZE:
+            raise CorruptFileError(path, "encrypted header is shorter than its tag")
+        stored = crypto.decrypt_chunk(path, cipher, prelude.nonce_base, 0, stored, "the header",
+                                      associated_data=prelude.pack()[:16])
+    elif key is not None:
+        # A reader who expects an encrypted (hence authenticated) file must not silently
+        # accept a plaintext one that anybody could have written.
+        raise DecryptionError(path, "a key was given but the file is not encrypted")
+    tree = unpack_header(path, stored)
+    header = validate_header(path, tree, prelude, file_size)
+    return FileHeader(os.fspath(path), prelude, header, file_size)
+
+
+def _cipher_for_reading(path, key):
+    try:
+        return crypto.new_cipher(crypto.check_key(key))
+    except (TypeError, ValueError) as exc:
+        raise DecryptionError(path, f"unusable key: {exc}") from None
+    except ImportError as exc:
+        raise DecryptionError(path, str(exc)) from None
+
+
+def read_header(path, *, key: bytes | None = None) -> FileHeader:
+    """Open ``path`` and validate its prelude and header; no tensor data is read.
+
+    This costs one small read whatever the file size (it is what ``load(mmap=True)``
+    does at open).  Raises ``CheckpointError`` subclasses on any problem.
+    """
+    path = os.fspath(path)
+    with _open(path) as file:
+        return _read_header(path, file, key)
+
+
+def _check_tensor(path, entry: TensorEntry, stored) -> None:
+    if checksum(stored) != entry.checksum:
+        raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}: "
+                                          "its bytes are damaged")
+
+
+def _check_padding(path, padding, where: str) -> None:
+    if any(padding):
+        raise CorruptFileError(path, f"non-zero padding bytes {where}")
+
+
+def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
+    tensors = {}
+    data_start = info.prelude.data_start
+    if verify:
+        file.seek(layout.PRELUDE_SIZE + info.prelude.header_length)
+        _check_padding(path, file.read(data_start - file.tell()), "after the header")
+    position = 0
+    for entry in info.entries:
+        if verify:
+            file.seek(data_start + position)
+            _check_padding(path, file.read(entry.offset - position), f"before {entry.name!r}")
+        array = np.empty(entry.shape, dtype=entry.dtype)
+        target = memoryview(array.reshape(-1).view(np.uint8))
+        file.seek(data_start + entry.offset)
+        done = 0
+        while done < entry.length:
+            got = file.readinto(target[done:])
+            if not got:
+                raise CorruptFileError(path, f"file is truncated inside tensor {entry.name!r}")
+            done += got
+        if verify:
+            _check_tensor(path, entry, target)
+        tensors[entry.name] = array
+        position = entry.offset + entry.length
+    return tensors
+
+
+def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str, np.ndarray]:
+    cipher = _cipher_for_reading(path, key)
+    base = info.prelude.nonce_base
+    tensors, counter = {}, 1
+    for entry in info.entries:
+        array = np.empty(entry.shape, dtype=entry.dtype)
+        target = memoryview(array.reshape(-1).view(np.uint8))
+        file.seek(info.prelude.data_start + entry.offset)
+        stream = StreamingChecksum()
+        for start in range(0, entry.nbytes, ENCRYPTION_CHUNK):
+            plain_size = min(ENCRYPTION_CHUNK, entry.nbytes - start)
+            stored = _read_exactly(path, file, plain_size + GCM_TAG_SIZE, f"tensor {entry.name!r}")
+            stream.update(stored)
+            target[start:start + plain_size] = crypto.decrypt_chunk(
+                path, cipher, base, counter, stored, f"tensor {entry.name!r}")
+            counter += 1
+        # GCM already authenticated every chunk; the checksum tells plain damage
+        # apart from a wrong key in the error message, so it is checked first.
+        if verify and stream.digest() != entry.checksum:
+            raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}")
+        tensors[entry.name] = array
+    return tensors
+
+
+def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
+    if info.file_size == info.prelude.data_start:  # nothing to map (mmap refuses size 0)
+        return {e.name: np.empty(e.shape, dtype=e.dtype) for e in info.entries}
+    mapped = mmap_module.mmap(file.fileno(), 0, access=mmap_module.ACCESS_READ)
+    data_start = info.prelude.data_start
+    if verify:
+        _check_padding(path, mapped[layout.PRELUDE_SIZE + info.prelude.header_length:data_start],
+                       "after the header")
+    tensors, position = {}, 0
+    for entry in info.entries:
+        start = data_start + entry.offset
+        if verify:
+            _check_padding(path, mapped[data_start + position:start], f"before {entry.name!r}")
+            _check_tensor(path, entry, memoryview(mapped)[start:start + entry.length])
+        # Read-only views straight into the page cache: nothing is copied or allocated.
+        flat = np.frombuffer(mapped, dtype=entry.dtype, count=entry.nbytes // entry.dtype.itemsize,
+                             offset=start)
+        tensors[entry.name] = flat.reshape(entry.shape)
+        position = entry.offset + entry.length
+    return tensors
+
+
+def read_contents(path, *, mmap: bool = False, verify: bool | None = None,
+                  key: bytes | None = None) -> tuple[FileHeader, dict[str, np.ndarray]]:
+    """Read a minidl file: its validated header and its tensors by name, in file order.
+
+    ``mmap=True`` maps the file and returns read-only zero-copy arrays; only the header
+    is checked at open unless ``verify=True``.  Without mmap, every checksum is checked
+    unless ``verify=False``.  Encrypted files (``key=``) are always decrypted into memory.
+    Raises only ``CheckpointError`` subclasses for problems with the file.
+    """
+    path = os.fspath(path)
+    if verify is None:
+        verify = not mmap
+    with _open(path) as file:
+        info = _read_header(path, file, key)
+        try:
+            if info.encrypted:
+                tensors = _read_encrypted(path, file, info, key, verify)
+            elif mmap:
+                tensors = _map_tensors(path, file, info, verify)
+            else:
+                tensors = _read_plain(path, file, info, verify)
+        except OSError as exc:
+            raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+        except (ValueError, MemoryError) as exc:  # e.g. file shrank under us
+            raise CorruptFileError(path, f"cannot read tensor data ({exc})") from None
+    return info, tensors
+
+
+def read_file(path, *, mmap: bool = False, verify: bool | None = None,
+              key: bytes | None = None, kind: str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read a minidl file as ``(metadata, tensors)``; see ``read_contents`` for the options.
+
+    ``kind``, when given, is the kind the caller expects ("values", "model",
+    "checkpoint"); a file of another kind raises ``WrongKindError`` before any tensor
+    is read.  TensorRef objects in ``metadata`` name entries of ``tensors``.
+    """
+    if kind is not None:
+        info = read_header(path, key=key)
+        if info.kind != kind:
+            raise WrongKindError(path, f"holds a {info.kind!r} file, not a {kind!r} file")
+    info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
+    if kind is not None and info.kind != kind:  # replaced between the two opens
+        raise WrongKindError(path, f"holds a {info.kind!r} file, not a {kind!r} file")
+    return info.metadata, tensors
+
+
+def verify_file(path, *, key: bytes | None = None) -> FileHeader:
+    """Check every checksum (and padding) of a file without keeping its tensors."""
+    info, _ = read_contents(path, mmap=True, verify=True, key=key)
+    return info

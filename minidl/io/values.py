@@ -1,0 +1,140 @@
+"""``save`` and ``load``: nested Python values holding arrays, as minidl files.
+
+A value is a tree of dicts (str keys), lists/tuples, arrays/Tensors and msgpack scalars
+(str, int, float, bool, None, bytes).  To store it, every array is moved into the tensor
+index and replaced in the tree by a ``TensorRef`` naming it; the tree itself becomes the
+header's ``metadata["value"]``.  Loading reverses this.  What comes back:
+
+* arrays as NumPy arrays (Tensors too), with dtype and shape exactly as saved;
+* tuples as lists (msgpack has a single sequence type);
+* NumPy scalars (``np.float32(1)``) as 0-d arrays of the same dtype;
+* everything else exactly, floats bit for bit (NaN, inf and -0.0 included).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from minidl.io import layout
+from minidl.io.errors import CorruptFileError, WrongKindError
+from minidl.io.header import TensorRef
+from minidl.io.reader import read_contents
+from minidl.io.writer import write_file
+
+_SCALARS = (str, bytes, float, bool, type(None))
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
+def _is_tensor_like(value) -> bool:
+    return (not isinstance(value, type) and callable(getattr(value, "numpy", None))
+            and type(value).__name__ == "Tensor")
+
+
+def encode_value(value) -> tuple[object, dict[str, np.ndarray]]:
+    """Split a value into (tree with TensorRefs, {name: array}); TypeError if unstorable.
+
+    Tensor names are the path to the array in the tree (``"layers/0/w"``), made unique.
+    """
+    tensors: dict[str, np.ndarray] = {}
+
+    def name_for(path: list[str]) -> str:
+        base = "/".join(path) or "value"
+        name, n = base, 1
+        while name in tensors:
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def encode(node, path, depth):
+        # The header adds two levels (root map, metadata map) around the value.
+        if depth > layout.MAX_NESTING - 2:
+            raise ValueError(f"value is nested deeper than {layout.MAX_NESTING - 2} levels")
+        if isinstance(node, dict):
+            out = {}
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"dict keys must be str to be saved, got {key!r} at "
+                                    f"{'/'.join(path) or 'the top level'}")
+                out[key] = encode(item, path + [key], depth + 1)
+            return out
+        if isinstance(node, (list, tuple)):
+            return [encode(item, path + [str(i)], depth + 1) for i, item in enumerate(node)]
+        if isinstance(node, np.ndarray) or _is_tensor_like(node):
+            array = node if isinstance(node, np.ndarray) else np.asarray(node.numpy())
+            name = name_for(path)
+            tensors[name] = array
+            return TensorRef(name)
+        if isinstance(node, np.generic):
+            return encode(np.asarray(node), path, depth)
+        if isinstance(node, int) and not isinstance(node, bool):
+            if not _INT_RANGE[0] <= node <= _INT_RANGE[1]:
+                raise ValueError(f"integer {node} does not fit in 64 bits")
+            return int(node)
+        if isinstance(node, bytearray):
+            return bytes(node)
+        if isinstance(node, _SCALARS):
+            return node
+        raise TypeError(f"cannot save a {type(node).__name__} "
+                        f"(at {'/'.join(path) or 'the top level'}); allowed: dict, list, tuple, "
+                        "ndarray, Tensor, str, int, float, bool, None, bytes")
+
+    return encode(value, [], 1), tensors
+
+
+def decode_value(path, tree, tensors: dict[str, np.ndarray]):
+    """Replace each TensorRef by its array; every tensor must be referenced exactly once."""
+    used: set[str] = set()
+
+    def decode(node):
+        if isinstance(node, TensorRef):
+            if node.name not in tensors:
+                raise CorruptFileError(path, f"value refers to a missing tensor {node.name!r}")
+            if node.name in used:
+                raise CorruptFileError(path, f"tensor {node.name!r} is referenced twice")
+            used.add(node.name)
+            return tensors[node.name]
+        if isinstance(node, dict):
+            return {k: decode(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [decode(v) for v in node]
+        return node
+
+    result = decode(tree)  # depth is bounded by the header check
+    unused = [name for name in tensors if name not in used]
+    if unused:
+        raise CorruptFileError(path, f"tensor(s) {', '.join(map(repr, unused[:5]))} are not "
+                                     "part of the value")
+    return result
+
+
+def save(value, path, *, key: bytes | None = None, durable: bool = True) -> None:
+    """Save a nested value (dicts, lists, arrays/Tensors, msgpack scalars) to ``path``.
+
+    Written atomically: ``path`` holds either the old file or the complete new one.
+    ``key`` (16/24/32 bytes) encrypts the file with AES-GCM.
+    """
+    tree, tensors = encode_value(value)
+    write_file(path, {"value": tree}, tensors, kind="values", key=key, durable=durable)
+
+
+def load(path, *, mmap: bool = False, verify: bool | None = None, key: bytes | None = None):
+    """Load what ``save`` stored: the same structure, with NumPy arrays.
+
+    Every checksum is verified unless ``verify=False``.  ``mmap=True`` returns read-only
+    arrays mapped from the file (zero-copy, checksums checked only with ``verify=True``).
+    A model file loads as ``{"spec": ..., "state_dict": {...}}``.  Any problem with the
+    file raises a ``CheckpointError`` naming it.
+    """
+    path = os.fspath(path)
+    info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
+    metadata = info.metadata
+    if info.kind == "model":
+        from minidl.io.models import model_contents
+
+        return model_contents(path, metadata, tensors)
+    if "value" not in metadata:
+        raise WrongKindError(path, f"is a {info.kind!r} file without a stored value; "
+                                   "read it with minidl.io.read_file")
+    return decode_value(path, metadata["value"], tensors)
