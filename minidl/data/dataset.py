@@ -22,7 +22,8 @@ class ArrayDataset:
     def __init__(self, *arrays):
         if not arrays:
             raise ValueError("arrays: ArrayDataset needs at least one array")
-        self.arrays = tuple(np.asarray(a) for a in arrays)
+        # np.asarray would turn a np.memmap into a plain view; keep arrays as they come.
+        self.arrays = tuple(a if isinstance(a, np.ndarray) else np.asarray(a) for a in arrays)
         lengths = [len(a) if a.ndim else None for a in self.arrays]
         if None in lengths:
             raise ValueError("arrays: every array needs a leading sample axis (got a 0-d array)")

@@ -1,0 +1,105 @@
+"""The Numba text parsers agree with their plain-Python references, values and errors alike."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from minidl.data import parsing
+from minidl.data.parsing import (NOT_A_NUMBER, OK, WRONG_FIELD_COUNT, parse_ctf,
+                                 parse_ctf_reference, parse_delimited,
+                                 parse_delimited_reference)
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+number_text = st.one_of(
+    finite.map(repr),
+    st.floats(width=32, allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.6g}"),
+    st.integers(-10**12, 10**12).map(str),
+    st.sampled_from(["nan", "-inf", "inf", "+1.5", "1.", ".5", "-0", "1E3", "2e-3", "007"]),
+)
+
+
+def assert_agree(got, expected):
+    assert (got.bad_line, got.error) == (expected.bad_line, expected.error)
+    np.testing.assert_array_equal(got.starts, expected.starts)
+    np.testing.assert_array_equal(got.lines, expected.lines)
+    # Correct rounding may differ in the last bit of float64 for long mantissas.
+    np.testing.assert_allclose(got.values, expected.values, rtol=1e-15, atol=0)
+    with np.errstate(over="ignore"):  # huge float64 values become inf in float32, on both sides
+        np.testing.assert_array_equal(got.values.astype(np.float32),
+                                      expected.values.astype(np.float32))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.lists(number_text, min_size=3, max_size=3), max_size=8),
+       blank_every=st.integers(0, 3), crlf=st.booleans(), final_newline=st.booleans(),
+       delimiter=st.sampled_from([",", ";", "\t"]))
+def test_delimited_kernel_agrees_with_reference(rows, blank_every, crlf, final_newline,
+                                                delimiter):
+    newline = "\r\n" if crlf else "\n"
+    lines = []
+    for i, row in enumerate(rows):
+        if blank_every and i % blank_every == 0:
+            lines.append("  ")
+        lines.append(delimiter.join(row))
+    text = newline.join(lines) + (newline if final_newline else "")
+    buf = text.encode()
+    assert_agree(parse_delimited(buf, 3, delimiter.encode()),
+                 parse_delimited_reference(buf, 3, delimiter.encode()))
+
+
+@pytest.mark.parametrize("line, error", [
+    ("1,2", WRONG_FIELD_COUNT), ("1,2,3,4", WRONG_FIELD_COUNT), ("1,,3", NOT_A_NUMBER),
+    ("1,x,3", NOT_A_NUMBER), ("1,2e,3", NOT_A_NUMBER), ("1,--2,3", NOT_A_NUMBER),
+    ("1,2 3,4", NOT_A_NUMBER), ("1,.,3", NOT_A_NUMBER), ("1,nanx,3", NOT_A_NUMBER),
+    ("1, 2 ,3", OK),
+])
+def test_delimited_errors_agree_and_point_at_the_line(line, error):
+    buf = f"0,0,0\n\n{line}\n9,9,9\n".encode()
+    got = parse_delimited(buf, 3, b",")
+    assert_agree(got, parse_delimited_reference(buf, 3, b","))
+    assert got.error == error
+    assert got.bad_line == (-1 if error == OK else 2)
+
+
+def test_numbers_parse_to_the_correctly_rounded_float32():
+    values = np.random.default_rng(0).standard_normal(2000).astype(np.float32)
+    values *= np.float32(10.0) ** np.random.default_rng(1).integers(-30, 30, 2000).astype(
+        np.float32)
+    text = "\n".join(f"{v!r},{v:.9g}" for v in values.astype(np.float64).tolist()).encode()
+    parsed = parse_delimited(text, 2, b",")
+    np.testing.assert_array_equal(parsed.values[:, 0].astype(np.float32), values)
+    np.testing.assert_array_equal(parsed.values[:, 1].astype(np.float32), values)
+
+
+STREAMS = [(b"features", 3), (b"labels", 1)]
+ctf_value = st.one_of(st.integers(-1000, 1000).map(str), finite.map(repr))
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(st.lists(ctf_value, min_size=3, max_size=3), ctf_value,
+                               st.booleans(), st.booleans(), st.booleans()), max_size=6))
+def test_ctf_kernel_agrees_with_reference(rows):
+    lines = []
+    for i, (features, label, with_id, labels_first, comment) in enumerate(rows):
+        parts = [f"|features {' '.join(features)}", f"|labels\t{label}"]
+        if labels_first:
+            parts.reverse()
+        if comment:
+            parts.insert(1, "|# a comment")
+        lines.append((f"{i} " if with_id else "") + " ".join(parts))
+    buf = ("\n".join(lines) + "\n").encode()
+    assert_agree(parse_ctf(buf, STREAMS), parse_ctf_reference(buf, STREAMS))
+
+
+@pytest.mark.parametrize("line, error", [
+    ("0 1 0 1", parsing.NO_STREAM), ("|features 0 1 0 |label 1", parsing.UNKNOWN_STREAM),
+    ("|features 0 1 0 |features 0 1 0 |labels 1", parsing.REPEATED_STREAM),
+    ("|features 0 1 |labels 1", parsing.WRONG_VALUE_COUNT),
+    ("|features 0 1 0 1 |labels 1", parsing.WRONG_VALUE_COUNT),
+    ("|features 0 1 0", parsing.MISSING_STREAM), ("|features 0 1:1 0 |labels 1", NOT_A_NUMBER),
+])
+def test_ctf_errors_agree(line, error):
+    buf = f"|features 1 2 3 |labels 0\n{line}\n".encode()
+    got = parse_ctf(buf, STREAMS)
+    assert_agree(got, parse_ctf_reference(buf, STREAMS))
+    assert (got.bad_line, got.error) == (1, error)
