@@ -3,8 +3,8 @@
 A reader is split in two:
 
 - a *cursor* does the work -- ``produce()`` returns the next batch, ``progress()`` describes
-  where it stands as a small dict (always containing ``epoch`` and ``position``), and
-  ``seek(progress)`` goes back there;
+  where it stands as a small dict (always containing ``epoch`` and ``position``; ``epoch`` is
+  also an attribute), and ``seek(progress)`` goes back there;
 - :class:`BatchReader` (this module) is what users hold: iteration, ``next_batch``,
   ``state_dict`` and optional prefetching, written once for all readers.
 
@@ -71,7 +71,9 @@ class BatchReader:
     @property
     def epoch(self) -> int:
         """Index of the current epoch, counting from 0."""
-        return self._progress()["epoch"]
+        if self._prefetcher is not None:
+            return self._handed_progress["epoch"]
+        return self._cursor.epoch  # cheaper than a full progress() on every loop step
 
     @property
     def position(self) -> int:
