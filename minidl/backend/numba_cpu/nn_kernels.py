@@ -54,7 +54,7 @@ def _softmax_rows(x, out, take_log):
 def _softmax_along(x, axis, take_log):
     x = np.asarray(x)
     moved = np.moveaxis(x, axis, -1)
-    rows = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1])
+    rows = np.asarray(moved, order="C").reshape(-1, moved.shape[-1])
     out = np.empty_like(rows)
     if out.size:
         _softmax_rows(rows, out, take_log)
@@ -120,8 +120,8 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
 
     loss_i = -(1-eps) * logp[i, t_i] - eps/C * sum_c logp[i, c]; ignored rows get 0.
     """
-    logits = np.ascontiguousarray(logits)
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    logits = np.asarray(logits, order="C")
+    targets = np.asarray(targets, dtype=np.int64, order="C")
     rows, num_classes = logits.shape
     check_class_targets(targets, num_classes, ignore_index)
     losses = np.empty(rows, dtype=logits.dtype)
@@ -133,9 +133,9 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
 
 def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index, label_smoothing) -> np.ndarray:
     """dlogits = grad_i * (softmax - ((1-eps)*onehot + eps/C)); zero rows for ignored targets."""
-    log_probs = np.ascontiguousarray(log_probs)
-    grad_losses = np.ascontiguousarray(grad_losses, dtype=log_probs.dtype)
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    log_probs = np.asarray(log_probs, order="C")
+    grad_losses = np.asarray(grad_losses, dtype=log_probs.dtype, order="C")
+    targets = np.asarray(targets, dtype=np.int64, order="C")
     dlogits = np.empty_like(log_probs)
     if dlogits.size:
         _cross_entropy_backward_kernel(
@@ -153,35 +153,41 @@ _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
 
 
+@njit(cache=True)
+def _gelu_slope_parts(v, use_tanh):
+    """Return (Phi(v), dPhi/dv) for the chosen curve, in float64 and free of cancellation.
+
+    Exact: Phi = erfc(-v/sqrt 2)/2, phi = exp(-v^2/2)/sqrt(2 pi). Tanh: Phi ~ sigmoid(2u) and its
+    derivative 2 sigmoid(2u) sigmoid(-2u) u'(v) (see the reference module's notes).
+    """
+    if use_tanh:
+        u = _TANH_SCALE * (v + _TANH_CUBIC * v * v * v)
+        rising = 1.0 / (1.0 + math.exp(-2.0 * u))
+        falling = 1.0 / (1.0 + math.exp(2.0 * u))
+        return rising, 2.0 * rising * falling * _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * v * v)
+    return 0.5 * math.erfc(-_SQRT_HALF * v), _INV_SQRT_2PI * math.exp(-0.5 * v * v)
+
+
 @njit(cache=True, parallel=True)
 def _gelu_forward_kernel(x, out, use_tanh):
     for k in prange(x.size):
-        v = x[k]
-        if use_tanh:
-            cdf = 0.5 * (1.0 + math.tanh(_TANH_SCALE * (v + _TANH_CUBIC * v * v * v)))
-        else:
-            cdf = 0.5 * (1.0 + math.erf(v * _SQRT_HALF))
+        v = float(x[k])
+        cdf, _ = _gelu_slope_parts(v, use_tanh)
         out[k] = v * cdf
 
 
 @njit(cache=True, parallel=True)
 def _gelu_backward_kernel(grad, x, dx, use_tanh):
     for k in prange(x.size):
-        v = x[k]
-        if use_tanh:
-            t = math.tanh(_TANH_SCALE * (v + _TANH_CUBIC * v * v * v))
-            du_dv = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * v * v)
-            slope = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du_dv
-        else:
-            # d/dv [v Phi(v)] = Phi(v) + v phi(v)
-            slope = 0.5 * (1.0 + math.erf(v * _SQRT_HALF)) + v * _INV_SQRT_2PI * math.exp(-0.5 * v * v)
-        dx[k] = grad[k] * slope
+        v = float(x[k])
+        cdf, density = _gelu_slope_parts(v, use_tanh)
+        dx[k] = grad[k] * (cdf + v * density)  # d/dv [v Phi(v)] = Phi(v) + v Phi'(v)
 
 
 def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     """GELU(x) = x * Phi(x), exact ("none", via erf) or with PyTorch's tanh approximation."""
     _check_approximate(approximate)
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")
     out = np.empty_like(x)
     if x.size:
         _gelu_forward_kernel(x.reshape(-1), out.reshape(-1), approximate == "tanh")
@@ -191,8 +197,8 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
 def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
     """grad * GELU'(x) for the chosen approximation."""
     _check_approximate(approximate)
-    x = np.ascontiguousarray(x)
-    grad = np.ascontiguousarray(np.broadcast_to(grad, x.shape), dtype=x.dtype)
+    x = np.asarray(x, order="C")
+    grad = np.asarray(np.broadcast_to(grad, x.shape), dtype=x.dtype, order="C")
     dx = np.empty_like(x)
     if x.size:
         _gelu_backward_kernel(grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh")
@@ -264,11 +270,11 @@ def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
 
     Returns ``(y, mean, rstd)``, mean and rstd of shape (M,).
     """
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x, order="C")
     rows, width = x.shape
     empty = np.empty(0, dtype=x.dtype)  # stands in for a missing weight/bias (never read)
-    weight_arr = empty if weight is None else np.ascontiguousarray(weight, dtype=x.dtype)
-    bias_arr = empty if bias is None else np.ascontiguousarray(bias, dtype=x.dtype)
+    weight_arr = empty if weight is None else np.asarray(weight, dtype=x.dtype, order="C")
+    bias_arr = empty if bias is None else np.asarray(bias, dtype=x.dtype, order="C")
     y = np.empty_like(x)
     mean = np.empty(rows, dtype=x.dtype)
     rstd = np.empty(rows, dtype=x.dtype)
@@ -281,13 +287,13 @@ def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
 
 def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     """Gradients ``(dx, dweight, dbias)`` of layer norm; dweight and dbias are None without weight."""
-    x = np.ascontiguousarray(x)
-    grad = np.ascontiguousarray(grad, dtype=x.dtype)
-    mean = np.ascontiguousarray(mean, dtype=x.dtype)
-    rstd = np.ascontiguousarray(rstd, dtype=x.dtype)
+    x = np.asarray(x, order="C")
+    grad = np.asarray(grad, dtype=x.dtype, order="C")
+    mean = np.asarray(mean, dtype=x.dtype, order="C")
+    rstd = np.asarray(rstd, dtype=x.dtype, order="C")
     rows, width = x.shape
     has_weight = weight is not None
-    weight_arr = np.ascontiguousarray(weight, dtype=x.dtype) if has_weight else np.empty(0, dtype=x.dtype)
+    weight_arr = np.asarray(weight, dtype=x.dtype, order="C") if has_weight else np.empty(0, dtype=x.dtype)
     # One chunk of rows per thread; the kernel sums dweight/dbias per chunk (unused without weight).
     chunks = max(1, min(rows, numba.get_num_threads()))
     partial_dweight = np.zeros((chunks, width), dtype=x.dtype)

@@ -66,6 +66,8 @@ def _max_pool_backward_kernel(grad_out, argmax, dx):
         for oh in range(out_h):
             for ow in range(out_w):
                 index = argmax[b, ch, oh, ow]
+                if index < 0:
+                    continue  # the window lay entirely in the padding
                 dx[b, ch, index // width, index % width] += grad_out[b, ch, oh, ow]
 
 
@@ -130,7 +132,8 @@ def _pairs(*pairs):
 def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ceil_mode):
     """Max over every window of ``x`` (N, C, H, W); returns ``(out, argmax)``.
 
-    argmax (int64, N, C, OH, OW) is the flat index ``h*W + w`` of the chosen cell in its plane.
+    argmax (int64, N, C, OH, OW) is the flat index ``h*W + w`` of the chosen cell in its plane,
+    or -1 for a window with no cell inside the image.
     """
     x = np.ascontiguousarray(x)
     kh, kw, sh, sw, ph, pw, dh, dw = _pairs(kernel_size, stride, padding, dilation)

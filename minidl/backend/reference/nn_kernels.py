@@ -99,18 +99,38 @@ def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index
 
 # ---------------------------------------------------------------------------------------------
 # GELU
+#
+# Both curves are written so that nothing cancels for very negative x, where GELU -> 0:
+# - exact: Phi(x) = (1 + erf(x/sqrt 2)) / 2 = erfc(-x/sqrt 2) / 2; "1 + erf" would subtract two
+#   numbers near 1, erfc computes the small tail directly.
+# - tanh: (1 + tanh(u)) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)), and 1 - tanh(u)^2 =
+#   4 sigmoid(2u) sigmoid(-2u); exp may overflow to inf, which only makes a sigmoid exactly 0.
 
 _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _check_approximate(approximate: str) -> None:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _normal_cdf(x):
+    return 0.5 * _erfc(-_SQRT_HALF * np.asarray(x, dtype=np.float64))
+
+
+def _sigmoid(z):
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def _tanh_inner(x):
+    """u(x) = sqrt(2/pi) * (x + 0.044715 x^3), the argument of tanh in the approximation."""
+    return _TANH_SCALE * (x + _TANH_CUBIC * x * x * x)
 
 
 def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
@@ -121,26 +141,25 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     """
     _check_approximate(approximate)
     if approximate == "tanh":
-        inner = _TANH_SCALE * (x + _TANH_CUBIC * x * x * x)
-        return 0.5 * x * (1.0 + np.tanh(inner))
-    cdf = 0.5 * (1.0 + _erf(x * _SQRT_HALF))
-    return (x * cdf).astype(x.dtype, copy=False)
+        return x * _sigmoid(2.0 * _tanh_inner(x))
+    return (x * _normal_cdf(x)).astype(x.dtype, copy=False)
 
 
 def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
     """grad * GELU'(x).
 
     Exact: d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi).
-    Tanh: with t = tanh(u), d/dx = (1+t)/2 + x/2 * (1 - t^2) * sqrt(2/pi) * (1 + 3*0.044715 x^2).
+    Tanh: with t = tanh(u), d/dx = (1+t)/2 + x/2 * (1 - t^2) * u'(x), u'(x) = sqrt(2/pi) *
+    (1 + 3*0.044715 x^2); in sigmoid form (1+t)/2 = s(2u) and (1 - t^2)/2 = 2 s(2u) s(-2u).
     """
     _check_approximate(approximate)
     if approximate == "tanh":
-        t = np.tanh(_TANH_SCALE * (x + _TANH_CUBIC * x * x * x))
+        u = _tanh_inner(x)
+        rising, falling = _sigmoid(2.0 * u), _sigmoid(-2.0 * u)
         du_dx = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x * x)
-        return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)
-    cdf = 0.5 * (1.0 + _erf(x * _SQRT_HALF))
-    pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
-    return (grad * (cdf + x * pdf)).astype(x.dtype, copy=False)
+        return grad * (rising + 2.0 * x * rising * falling * du_dx)
+    pdf = _INV_SQRT_2PI * np.exp(-0.5 * np.asarray(x, dtype=np.float64) ** 2)
+    return (grad * (_normal_cdf(x) + x * pdf)).astype(x.dtype, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------

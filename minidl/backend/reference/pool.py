@@ -67,7 +67,8 @@ def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ce
 
     Returns ``(out, argmax)``: out (N, C, OH, OW) in x's dtype and argmax int64 (N, C, OH, OW), the
     flat index ``h*W + w`` of the chosen cell in its input plane. Ties keep the first cell in
-    row-major window order, and a NaN wins over any number, as in PyTorch.
+    row-major window order, and a NaN wins over any number, as in PyTorch. A dilated window can
+    miss the image entirely (every tap in the padding): its output is -inf and its argmax -1.
     """
     kh, kw = kernel_size
     sh, sw = stride
@@ -100,13 +101,18 @@ def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ce
 
 
 def max_pool2d_backward(grad_out: np.ndarray, argmax: np.ndarray, x_shape) -> np.ndarray:
-    """Route each window's gradient to the cell that won its max (summed where cells win twice)."""
+    """Route each window's gradient to the cell that won its max (summed where cells win twice).
+
+    Windows whose argmax is -1 (entirely in the padding) have no input cell and pass nothing on.
+    """
     n, c, height, width = x_shape
     planes = n * c
     plane_size = height * width
+    argmax = argmax.reshape(planes, -1 if planes else 0)
     # Give every plane its own block of indices, then one bincount does the scatter-add.
-    flat = (np.arange(planes, dtype=np.int64)[:, None] * plane_size + argmax.reshape(planes, -1)).ravel()
-    dx = np.bincount(flat, weights=grad_out.reshape(-1), minlength=planes * plane_size)
+    flat = np.arange(planes, dtype=np.int64)[:, None] * plane_size + argmax
+    has_cell = argmax >= 0
+    dx = np.bincount(flat[has_cell], weights=grad_out.reshape(argmax.shape)[has_cell], minlength=planes * plane_size)
     return dx.astype(grad_out.dtype, copy=False).reshape(x_shape)
 
 

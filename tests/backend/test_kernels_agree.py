@@ -1,0 +1,258 @@
+"""Every Numba kernel returns what its plain-NumPy reference returns.
+
+Shapes and parameters (stride, padding, dilation, ceil_mode, count_include_pad, size-1 and empty
+batches) are drawn by hypothesis; the array contents come from a seeded generator so a failing
+example replays exactly. The reference is itself checked independently in
+test_reference_kernels.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from minidl.backend import numba_cpu as fast
+from minidl.backend import reference as ref
+
+KERNEL_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DTYPES = [np.float32, np.float64]
+
+
+def assert_agree(actual, expected, dtype):
+    """float32 kernels may sum in a different order (or in float64); float64 must match closely."""
+    assert actual.dtype == expected.dtype == dtype
+    assert actual.shape == expected.shape
+    if dtype == np.float32:
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-12)
+
+
+def random_array(seed, shape, dtype):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+pairs = st.tuples
+seeds = st.integers(0, 2**32 - 1)
+dtypes = st.sampled_from(DTYPES)
+
+
+# ---------------------------------------------------------------------------------------------
+# im2col / col2im
+
+conv_cases = st.fixed_dictionaries(
+    {
+        "shape": pairs(st.integers(0, 3), st.integers(1, 3), st.integers(1, 8), st.integers(1, 8)),
+        "kernel_size": pairs(st.integers(1, 3), st.integers(1, 3)),
+        "stride": pairs(st.integers(1, 3), st.integers(1, 3)),
+        "padding": pairs(st.integers(0, 2), st.integers(0, 2)),
+        "dilation": pairs(st.integers(1, 2), st.integers(1, 2)),
+    }
+)
+
+
+def conv_fits(case):
+    _, _, height, width = case["shape"]
+    try:
+        for axis, size in enumerate((height, width)):
+            ref.conv_output_size(
+                size, case["kernel_size"][axis], case["stride"][axis], case["padding"][axis], case["dilation"][axis]
+            )
+    except ValueError:
+        return False
+    return True
+
+
+@KERNEL_SETTINGS
+@given(case=conv_cases, dtype=dtypes, seed=seeds)
+def test_im2col_and_col2im_agree(case, dtype, seed):
+    assume(conv_fits(case))
+    geometry = (case["kernel_size"], case["stride"], case["padding"], case["dilation"])
+    x = random_array(seed, case["shape"], dtype)
+    cols = ref.im2col(x, *geometry)
+    assert_agree(fast.im2col(x, *geometry), cols, dtype)
+    grad_cols = random_array(seed + 1, cols.shape, dtype)
+    assert_agree(fast.col2im(grad_cols, x.shape, *geometry), ref.col2im(grad_cols, x.shape, *geometry), dtype)
+
+
+def test_im2col_accepts_non_contiguous_input():
+    x = random_array(0, (2, 3, 6, 5), np.float64).transpose(0, 1, 3, 2)
+    geometry = ((3, 2), (1, 2), (1, 0), (1, 1))
+    np.testing.assert_array_equal(fast.im2col(x, *geometry), ref.im2col(x, *geometry))
+
+
+def test_conv_output_size_rejects_empty_output():
+    with pytest.raises(ValueError, match="input size 2, kernel 5"):
+        fast.conv_output_size(2, 5, 1, 0, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# pooling
+
+pool_cases = st.fixed_dictionaries(
+    {
+        "shape": pairs(st.integers(0, 3), st.integers(1, 3), st.integers(1, 9), st.integers(1, 9)),
+        "kernel_size": pairs(st.integers(1, 4), st.integers(1, 4)),
+        "stride": pairs(st.integers(1, 3), st.integers(1, 3)),
+        "padding": pairs(st.integers(0, 2), st.integers(0, 2)),
+        "dilation": pairs(st.integers(1, 2), st.integers(1, 2)),
+        "ceil_mode": st.booleans(),
+        "count_include_pad": st.booleans(),
+    }
+)
+
+
+def pool_fits(case, dilation):
+    _, _, height, width = case["shape"]
+    try:
+        for axis, size in enumerate((height, width)):
+            ref.pool_output_size(
+                size, case["kernel_size"][axis], case["stride"][axis], case["padding"][axis], dilation[axis],
+                case["ceil_mode"],
+            )
+    except ValueError:
+        return False
+    return True
+
+
+@KERNEL_SETTINGS
+@given(case=pool_cases, dtype=dtypes, seed=seeds, integer_values=st.booleans())
+def test_max_pool_agrees(case, dtype, seed, integer_values):
+    assume(pool_fits(case, case["dilation"]))
+    x = random_array(seed, case["shape"], dtype)
+    if integer_values:
+        x = np.round(x).astype(dtype)  # many ties: both must keep the first maximum
+    args = (case["kernel_size"], case["stride"], case["padding"], case["dilation"], case["ceil_mode"])
+    out, argmax = ref.max_pool2d_forward(x, *args)
+    fast_out, fast_argmax = fast.max_pool2d_forward(x, *args)
+    assert_agree(fast_out, out, dtype)
+    assert fast_argmax.dtype == np.int64
+    np.testing.assert_array_equal(fast_argmax, argmax)
+    grad = random_array(seed + 1, out.shape, dtype)
+    assert_agree(fast.max_pool2d_backward(grad, argmax, x.shape), ref.max_pool2d_backward(grad, argmax, x.shape), dtype)
+
+
+@KERNEL_SETTINGS
+@given(case=pool_cases, dtype=dtypes, seed=seeds)
+def test_avg_pool_agrees(case, dtype, seed):
+    assume(pool_fits(case, (1, 1)))
+    x = random_array(seed, case["shape"], dtype)
+    args = (case["kernel_size"], case["stride"], case["padding"], case["ceil_mode"], case["count_include_pad"])
+    out = ref.avg_pool2d_forward(x, *args)
+    assert_agree(fast.avg_pool2d_forward(x, *args), out, dtype)
+    grad = random_array(seed + 1, out.shape, dtype)
+    assert_agree(fast.avg_pool2d_backward(grad, x.shape, *args), ref.avg_pool2d_backward(grad, x.shape, *args), dtype)
+
+
+def test_max_pool_propagates_nan_like_reference():
+    x = np.arange(16, dtype=np.float64).reshape(1, 1, 4, 4)
+    x[0, 0, 1, 0] = np.nan
+    args = ((2, 2), (2, 2), (0, 0), (1, 1), False)
+    out, argmax = fast.max_pool2d_forward(x, *args)
+    ref_out, ref_argmax = ref.max_pool2d_forward(x, *args)
+    np.testing.assert_array_equal(out, ref_out)
+    np.testing.assert_array_equal(argmax, ref_argmax)
+    assert np.isnan(out[0, 0, 0, 0]) and argmax[0, 0, 0, 0] == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax and cross-entropy
+
+
+@KERNEL_SETTINGS
+@given(
+    shape=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+    axis_choice=st.integers(0, 2),
+    dtype=dtypes,
+    seed=seeds,
+    scale=st.sampled_from([1.0, 50.0]),
+)
+def test_softmax_and_log_softmax_agree(shape, axis_choice, dtype, seed, scale):
+    axis = axis_choice % len(shape)
+    assume(shape[axis] > 0)  # softmax over an empty axis is undefined
+    x = (random_array(seed, shape, dtype) * scale).astype(dtype)
+    assert_agree(fast.softmax(x, axis), ref.softmax(x, axis), dtype)
+    assert_agree(fast.log_softmax(x, axis), ref.log_softmax(x, axis), dtype)
+    assert_agree(fast.softmax(x, axis - len(shape)), ref.softmax(x, axis), dtype)
+
+
+@KERNEL_SETTINGS
+@given(
+    rows=st.integers(0, 8),
+    classes=st.integers(1, 7),
+    dtype=dtypes,
+    seed=seeds,
+    label_smoothing=st.sampled_from([0.0, 0.1, 0.5]),
+    ignore_index=st.sampled_from([-100, 0]),
+)
+def test_softmax_cross_entropy_agrees(rows, classes, dtype, seed, label_smoothing, ignore_index):
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, classes)) * 3).astype(dtype)
+    targets = rng.integers(0, classes, size=rows).astype(np.int64)
+    targets[rng.random(rows) < 0.25] = ignore_index
+    losses, log_probs = ref.softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
+    fast_losses, fast_log_probs = fast.softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
+    assert_agree(fast_losses, losses, dtype)
+    assert_agree(fast_log_probs, log_probs, dtype)
+    grad = rng.standard_normal(rows).astype(dtype)
+    assert_agree(
+        fast.softmax_cross_entropy_backward(grad, log_probs, targets, ignore_index, label_smoothing),
+        ref.softmax_cross_entropy_backward(grad, log_probs, targets, ignore_index, label_smoothing),
+        dtype,
+    )
+
+
+@pytest.mark.parametrize("backend", [ref, fast], ids=["reference", "numba"])
+def test_cross_entropy_rejects_out_of_range_target(backend):
+    logits = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="target 7"):
+        backend.softmax_cross_entropy_forward(logits, np.array([0, 7, -100]), -100, 0.0)
+    with pytest.raises(ValueError, match="target -1"):
+        backend.softmax_cross_entropy_forward(logits, np.array([-1, 0, 1]), -100, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU and layer norm
+
+
+@KERNEL_SETTINGS
+@given(
+    shape=st.lists(st.integers(0, 6), min_size=0, max_size=3),
+    approximate=st.sampled_from(["none", "tanh"]),
+    dtype=dtypes,
+    seed=seeds,
+)
+def test_gelu_agrees(shape, approximate, dtype, seed):
+    x = (random_array(seed, shape, dtype) * 4).astype(dtype)
+    assert_agree(fast.gelu_forward(x, approximate), ref.gelu_forward(x, approximate), dtype)
+    grad = random_array(seed + 1, shape, dtype)
+    assert_agree(fast.gelu_backward(grad, x, approximate), ref.gelu_backward(grad, x, approximate), dtype)
+
+
+@KERNEL_SETTINGS
+@given(
+    rows=st.integers(0, 6),
+    width=st.integers(1, 9),
+    affine=st.sampled_from(["both", "weight", "none"]),
+    dtype=dtypes,
+    seed=seeds,
+)
+def test_layer_norm_agrees(rows, width, affine, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, width)) * 2 + 1).astype(dtype)
+    weight = rng.standard_normal(width).astype(dtype) if affine != "none" else None
+    bias = rng.standard_normal(width).astype(dtype) if affine == "both" else None
+    y, mean, rstd = ref.layer_norm_forward(x, weight, bias, 1e-5)
+    fast_y, fast_mean, fast_rstd = fast.layer_norm_forward(x, weight, bias, 1e-5)
+    for actual, expected in ((fast_y, y), (fast_mean, mean), (fast_rstd, rstd)):
+        assert_agree(actual, expected, dtype)
+    grad = rng.standard_normal((rows, width)).astype(dtype)
+    expected_grads = ref.layer_norm_backward(grad, x, mean, rstd, weight)
+    actual_grads = fast.layer_norm_backward(grad, x, mean, rstd, weight)
+    for actual, expected in zip(actual_grads, expected_grads):
+        if expected is None:
+            assert actual is None
+        else:
+            assert_agree(actual, expected, dtype)
