@@ -1,0 +1,102 @@
+"""Adam and AdamW: steps scaled per entry by running estimates of the gradient's moments."""
+
+from __future__ import annotations
+
+import numbers
+
+from .optimizer import Optimizer, _is_array, check_flag, check_number
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba, 2015), optionally with AMSGrad and decoupled weight decay.
+
+    Each entry keeps ``m``, a running mean of its gradient, and ``v``, a running mean of the
+    squared gradient. The step is ``lr * m / (sqrt(v) + eps)`` (after correcting both for
+    starting at zero), so every entry moves by about ``lr`` regardless of its gradient's scale:
+    large, noisy gradients are damped and small, steady ones amplified.
+
+    ``weight_decay`` adds ``weight_decay * param`` to the gradient (an L2 penalty, which then
+    gets rescaled by ``1/sqrt(v)`` like the rest of the gradient), unless
+    ``decoupled_weight_decay=True`` (AdamW), which instead shrinks the weight directly by
+    ``lr * weight_decay`` each step. ``amsgrad=True`` divides by the largest ``v`` seen so far,
+    so the effective step size never grows. See the backend primitive ``adam_update``.
+
+    State per parameter: ``"step"`` (int, updates done), ``"exp_avg"`` (m), ``"exp_avg_sq"``
+    (v) and, with amsgrad, ``"max_exp_avg_sq"``.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 decoupled_weight_decay: bool = False):
+        defaults = dict(lr=lr, betas=tuple(betas) if isinstance(betas, list) else betas, eps=eps,
+                        weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        self._check_hyperparameters(defaults)
+        super().__init__(params, defaults)
+
+    def _check_hyperparameters(self, group: dict) -> None:
+        check_number("lr", group["lr"], low=0.0)
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
+        check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
+        check_number("eps", group["eps"], low=0.0)
+        check_number("weight_decay", group["weight_decay"], low=0.0)
+        check_flag("amsgrad", group["amsgrad"])
+        check_flag("maximize", group["maximize"])
+        check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
+
+    def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
+        known = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+        for name in slots:
+            if name not in known:
+                raise ValueError(f"{where} has an unknown slot {name!r} for {type(self).__name__}")
+        if not slots:
+            return
+        for name in ("step", "exp_avg", "exp_avg_sq"):
+            if name not in slots:
+                raise ValueError(f"{where} is missing slot {name!r}")
+        step = slots["step"]
+        # PyTorch stores the step as a float; accept any whole number and keep it an int.
+        if (isinstance(step, bool) or not isinstance(step, numbers.Real) or step < 0
+                or step != int(step)):
+            raise ValueError(f"{where} slot 'step' must be a whole number >= 0, got {step!r}")
+        slots["step"] = int(step)
+        for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            if name in slots and not _is_array(slots[name]):
+                raise ValueError(f"{where} slot {name!r} must be an array")
+        if group["amsgrad"] and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
+            raise ValueError(f"{where} is missing slot 'max_exp_avg_sq' (amsgrad is on)")
+
+    def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
+        if not slots:
+            # m and v start at zero; bias correction in the kernel accounts for that.
+            slots["step"] = 0
+            slots["exp_avg"] = backend.zeros_like(param.data)
+            slots["exp_avg_sq"] = backend.zeros_like(param.data)
+        if group["amsgrad"] and "max_exp_avg_sq" not in slots:
+            slots["max_exp_avg_sq"] = backend.zeros_like(param.data)
+        slots["step"] += 1
+        beta1, beta2 = group["betas"]
+        backend.adam_update(param.data, grad, slots["exp_avg"], slots["exp_avg_sq"],
+                            slots.get("max_exp_avg_sq") if group["amsgrad"] else None,
+                            slots["step"], group["lr"], beta1, beta2, group["eps"],
+                            group["weight_decay"], group["decoupled_weight_decay"],
+                            group["amsgrad"], group["maximize"])
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019).
+
+    Instead of adding an L2 term to the gradient — which Adam would then rescale, so parameters
+    with large gradients would barely be regularised — every step multiplies the weights by
+    ``1 - lr * weight_decay`` before the Adam update. Default ``weight_decay`` is 0.01.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=True)

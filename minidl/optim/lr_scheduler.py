@@ -1,0 +1,237 @@
+"""Learning-rate schedules: the learning rate as a function of how many times ``step()`` ran.
+
+A scheduler remembers each group's starting rate (``group["initial_lr"]``, kept in the
+optimizer so it is checkpointed with it, and copied to ``base_lrs``) and a counter
+``last_epoch``. Every ``step()`` advances the counter and writes the new rate into
+``group["lr"]``, which the optimizer reads on its next step. Despite the name (kept for
+PyTorch users), an "epoch" is simply one call to ``step()``: once per batch or once per epoch,
+as the training loop chooses.
+
+Each schedule here is a closed form ``lr(base_lr, epoch)``, evaluated afresh from ``base_lrs``
+and the counter at every step rather than updated from the previous rate. So a schedule
+restored from ``state_dict`` produces exactly the rates the uninterrupted one would have, and
+the sequence never drifts by accumulated rounding.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from .optimizer import check_number
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
+           "LinearLR"]
+
+
+class LRScheduler:
+    """Base class: subclasses define ``lr_at(base_lr, epoch)`` and list their hyperparameters.
+
+    ``last_epoch=-1`` starts a fresh schedule (and records ``group["initial_lr"]``); a larger
+    value resumes one, which requires ``initial_lr`` to be in every group already. Construction
+    applies the rate of epoch ``last_epoch + 1`` at once, like PyTorch.
+    """
+
+    #: Names of the attributes that define the schedule; they go into ``state_dict``.
+    hyperparameters: tuple[str, ...] = ()
+
+    def __init__(self, optimizer, last_epoch: int = -1):
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"{type(optimizer).__name__} is not an optimizer")
+        check_number("last_epoch", last_epoch, low=-1, integer=True)
+        self._check_hyperparameters(self._hyperparameter_values())
+        self.optimizer = optimizer
+        for g, group in enumerate(optimizer.param_groups):
+            if last_epoch == -1:
+                group.setdefault("initial_lr", group["lr"])
+            elif "initial_lr" not in group:
+                raise ValueError(f"param_groups[{g}] has no 'initial_lr': to resume a schedule "
+                                 "(last_epoch != -1) the optimizer must come from a checkpoint "
+                                 "made while a scheduler was attached")
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = int(last_epoch)
+        self._last_lr: list[float] = []
+        self.step()
+
+    # -- the schedule --------------------------------------------------------------------------
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        """The learning rate of a group starting at ``base_lr``, after ``epoch`` steps."""
+        raise NotImplementedError
+
+    def get_lr(self) -> list[float]:
+        """The rate of every group at the current ``last_epoch``."""
+        return [self.lr_at(base_lr, self.last_epoch) for base_lr in self.base_lrs]
+
+    def step(self) -> None:
+        """Advance one epoch and write the new rates into the optimizer's groups."""
+        self.last_epoch += 1
+        lrs = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._last_lr = lrs
+
+    def get_last_lr(self) -> list[float]:
+        """The rates the last ``step()`` wrote, one per group."""
+        return list(self._last_lr)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _hyperparameter_values(self) -> dict:
+        return {name: getattr(self, name) for name in self.hyperparameters}
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        """Raise ValueError naming the first invalid hyperparameter."""
+
+    def state_dict(self) -> dict:
+        """Plain data: the counter, the base and last rates, and the schedule's hyperparameters."""
+        state = {"last_epoch": self.last_epoch, "base_lrs": list(self.base_lrs),
+                 "last_lr": list(self._last_lr)}
+        for name, value in self._hyperparameter_values().items():
+            state[name] = list(value) if isinstance(value, (list, tuple)) else value
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore ``state_dict`` (checked first; on error nothing changes).
+
+        Like PyTorch, this restores the scheduler only; the groups' current ``lr`` comes back with
+        the optimizer's own state dict.
+        """
+        if not isinstance(state_dict, dict):
+            raise ValueError("a scheduler state dict must be a dict")
+        expected = {"last_epoch", "base_lrs", "last_lr", *self.hyperparameters}
+        if set(state_dict) != expected:
+            missing = sorted(expected - set(state_dict))
+            extra = sorted(map(str, set(state_dict) - expected))
+            raise ValueError(f"{type(self).__name__} state dict: missing keys {missing}, "
+                             f"unexpected keys {extra}")
+        check_number("last_epoch", state_dict["last_epoch"], low=-1, integer=True)
+        groups = len(self.optimizer.param_groups)
+        for key in ("base_lrs", "last_lr"):
+            values = state_dict[key]
+            if not isinstance(values, (list, tuple)) or len(values) != groups:
+                raise ValueError(f"{key} must be a list of {groups} rates (one per parameter "
+                                 f"group), got {values!r}")
+            for i, value in enumerate(values):
+                check_number(f"{key}[{i}]", value)
+        hyper = {name: state_dict[name] for name in self.hyperparameters}
+        self._check_hyperparameters(hyper)
+        self.last_epoch = int(state_dict["last_epoch"])
+        self.base_lrs = list(state_dict["base_lrs"])
+        self._last_lr = list(state_dict["last_lr"])
+        for name, value in hyper.items():
+            setattr(self, name, list(value) if isinstance(value, (list, tuple)) else value)
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in self._hyperparameter_values().items())
+        return f"{type(self).__name__}({settings}, last_epoch={self.last_epoch})"
+
+
+class StepLR(LRScheduler):
+    """Multiply the rate by ``gamma`` every ``step_size`` epochs: ``base * gamma**(epoch // step_size)``."""
+
+    hyperparameters = ("step_size", "gamma")
+
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        check_number("step_size", values["step_size"], low=1, integer=True)
+        check_number("gamma", values["gamma"], low=0.0, low_open=True)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply the rate by ``gamma`` at each milestone epoch: ``base * gamma**(milestones passed)``.
+
+    A milestone listed twice counts twice.
+    """
+
+    hyperparameters = ("milestones", "gamma")
+
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones, self.gamma = sorted(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        milestones = values["milestones"]
+        if not isinstance(milestones, (list, tuple)):
+            raise ValueError(f"milestones must be a list of epochs, got {milestones!r}")
+        for i, milestone in enumerate(milestones):
+            check_number(f"milestones[{i}]", milestone, low=0, integer=True)
+        if list(milestones) != sorted(milestones):
+            raise ValueError(f"milestones must be in increasing order, got {milestones!r}")
+        check_number("gamma", values["gamma"], low=0.0, low_open=True)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        # bisect_right counts the milestones <= epoch: at epoch == milestone the decay applies.
+        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply the rate by ``gamma`` every epoch: ``base * gamma**epoch``."""
+
+    hyperparameters = ("gamma",)
+
+    def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        check_number("gamma", values["gamma"], low=0.0, low_open=True)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        return base_lr * self.gamma ** epoch
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Follow half a cosine from the base rate down to ``eta_min`` over ``T_max`` epochs::
+
+        lr = eta_min + (base - eta_min) * (1 + cos(pi * epoch / T_max)) / 2
+
+    The rate falls slowly at first, fastest midway and gently again near the end. Past ``T_max``
+    the cosine continues, so the rate climbs back up (a warm restart every ``2 * T_max``).
+    """
+
+    hyperparameters = ("T_max", "eta_min")
+
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        check_number("T_max", values["T_max"], low=1, integer=True)
+        check_number("eta_min", values["eta_min"], low=0.0)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        cosine = (1.0 + math.cos(math.pi * epoch / self.T_max)) / 2.0
+        return self.eta_min + (base_lr - self.eta_min) * cosine
+
+
+class LinearLR(LRScheduler):
+    """Warm-up: scale the rate linearly from ``start_factor`` to ``end_factor`` of the base over
+    ``total_iters`` epochs, then hold it::
+
+        lr = base * (start_factor + (end_factor - start_factor) * min(epoch, total_iters) / total_iters)
+    """
+
+    hyperparameters = ("start_factor", "end_factor", "total_iters")
+
+    def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1):
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def _check_hyperparameters(self, values: dict) -> None:
+        # A zero start factor would make the first rate 0 (PyTorch forbids it too).
+        check_number("start_factor", values["start_factor"], low=0.0, high=1.0, low_open=True)
+        check_number("end_factor", values["end_factor"], low=0.0, high=1.0)
+        check_number("total_iters", values["total_iters"], low=1, integer=True)
+
+    def lr_at(self, base_lr: float, epoch: int) -> float:
+        progress = min(epoch, self.total_iters) / self.total_iters
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
+

@@ -1,0 +1,386 @@
+"""The optimizer base class: parameter groups, per-parameter state, and its checkpoint form.
+
+An optimizer owns two things:
+
+* ``param_groups``: a list of dicts. Each holds ``"params"`` (a list of Parameters) and the
+  hyperparameters for them (``"lr"``, ``"momentum"``, ...). Groups let one model train its parts
+  with different settings; a scheduler changes ``group["lr"]`` between steps.
+* ``state``: for each Parameter that has been stepped, a dict of *slots* — arrays shaped like the
+  parameter (momentum buffer, Adam's moment estimates) plus small scalars (Adam's step count).
+
+A step walks the groups, skips parameters without a gradient, and hands each parameter, its
+gradient and its slots to the device's backend primitive (``sgd_update``, ``adam_update``), which
+updates the arrays in place. Parameters are never rebound, so the model sees the new values.
+
+Checkpoint form (``state_dict``), the same layout as PyTorch's::
+
+    {"state":        {0: {"step": 3, "exp_avg": ndarray, ...}, 1: {...}},
+     "param_groups": [{"lr": 0.001, "betas": [0.9, 0.999], ..., "params": [0, 1]}]}
+
+Parameters are named by their position across all groups (0, 1, 2, ... in group order), because
+the objects themselves cannot be saved. ``"state"`` keys are ints; ``load_state_dict`` also
+accepts their decimal strings ("0", "1", ...), for serializers that only write string keys. Slot
+arrays are NumPy copies; everything else is plain data (int, float, bool, str, None, list, dict),
+so the whole thing can be written with msgpack.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import MutableMapping
+
+import numpy as np
+
+from minidl.backend import get_backend
+
+__all__ = ["Optimizer", "ParamState", "required"]
+
+
+class _RequiredParameter:
+    """Marks a hyperparameter that has no default and must be given (per group or globally)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class ParamState(MutableMapping):
+    """The optimizer's per-parameter state, keyed by the Parameter *object*.
+
+    Tensors compare elementwise (``a == b`` is a tensor), so they cannot be ordinary dict keys;
+    this mapping uses object identity instead: ``state[p]`` is the slot dict of exactly ``p``.
+    """
+
+    def __init__(self):
+        self._by_id: dict[int, tuple[object, dict]] = {}
+
+    def __getitem__(self, param) -> dict:
+        return self._by_id[id(param)][1]
+
+    def __setitem__(self, param, slots: dict) -> None:
+        # Keeping ``param`` alive alongside its slots guarantees its id is never reused.
+        self._by_id[id(param)] = (param, slots)
+
+    def __delitem__(self, param) -> None:
+        del self._by_id[id(param)]
+
+    def __contains__(self, param) -> bool:
+        return id(param) in self._by_id
+
+    def __iter__(self):
+        return (param for param, _ in self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"ParamState({len(self)} parameters)"
+
+
+def _looks_like_tensor(obj) -> bool:
+    return hasattr(obj, "data") and hasattr(obj, "requires_grad")
+
+
+def _grad_array(param):
+    """The gradient of ``param`` as a backend array, or None when it has none."""
+    grad = param.grad
+    if grad is None or isinstance(grad, np.ndarray):
+        return grad
+    return grad.data
+
+
+def _is_array(value) -> bool:
+    # Backend arrays (NumPy here, device arrays elsewhere) have a shape; NumPy scalars do too,
+    # but they are plain numbers.
+    return hasattr(value, "shape") and not isinstance(value, np.generic)
+
+
+def _to_plain(value, where: str):
+    """Convert a hyperparameter to msgpack-able plain data (tuples become lists)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic) and value.shape == ():
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {key: _to_plain(item, f"{where}[{key!r}]") for key, item in value.items()}
+    raise TypeError(f"{where} = {value!r} is not plain data (int, float, bool, str, None, list, "
+                    f"dict) and cannot go into a state dict")
+
+
+def _is_plain(value) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, (str, int)) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def check_number(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
+                 integer=False) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a finite real number in the range."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        what = "an integer" if integer else "a real number"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
+
+
+def check_flag(name: str, value) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    ``params`` is an iterable of Parameters, or of dicts (parameter groups) each with a
+    ``"params"`` entry and optional per-group hyperparameters overriding ``defaults``.
+    Subclasses define the hyperparameters (``_check_hyperparameters``), the slots they keep
+    (``_check_param_state``) and the update itself (``_update``).
+    """
+
+    def __init__(self, params, defaults: dict):
+        if _looks_like_tensor(params) or isinstance(params, (dict, set)):
+            raise TypeError("params must be an iterable of Parameters or of dicts (parameter "
+                            f"groups), got {type(params).__name__}")
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict] = []
+        self.state = ParamState()
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # -- hooks for subclasses ------------------------------------------------------------------
+
+    def _check_hyperparameters(self, group: dict) -> None:
+        """Raise ValueError naming the first invalid hyperparameter of ``group``."""
+
+    def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
+        """Raise ValueError if ``slots`` (already shape-checked) is not a valid state for ``param``."""
+
+    def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
+        """Update ``param.data`` (and ``slots``) in place from ``grad``."""
+        raise NotImplementedError
+
+    # -- parameter groups ----------------------------------------------------------------------
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters, filling its missing hyperparameters from ``defaults``."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"a parameter group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        if "params" not in group:
+            raise ValueError("a parameter group needs a 'params' entry")
+        params = group["params"]
+        if _looks_like_tensor(params):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("parameter group 'params' must be an ordered sequence, not a set "
+                            "(the order defines the state dict's parameter indices)")
+        params = list(params)
+        index = len(self.param_groups)
+        for i, param in enumerate(params):
+            if not _looks_like_tensor(param):
+                raise TypeError(f"param_groups[{index}]['params'][{i}] is a "
+                                f"{type(param).__name__}, not a Parameter")
+            if not getattr(param, "is_leaf", True):
+                raise ValueError(f"param_groups[{index}]['params'][{i}] is not a leaf tensor; "
+                                 "only leaves (Parameters) can be optimized")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for i, param in enumerate(params):
+            if id(param) in seen:
+                raise ValueError(f"param_groups[{index}]['params'][{i}] appears more than once "
+                                 "among the optimizer's parameters")
+            seen.add(id(param))
+        group["params"] = params
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group {index} does not specify required "
+                                 f"hyperparameter {name!r}")
+            group.setdefault(name, default)
+        self._check_hyperparameters(group)
+        self.param_groups.append(group)
+
+    def _all_params(self):
+        return [param for group in self.param_groups for param in group["params"]]
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient: drop it (default), or fill it with zeros in place."""
+        for param in self._all_params():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                _grad_array(param)[...] = 0
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient. ``closure`` re-evaluates and returns the loss."""
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for param in group["params"]:
+                grad = _grad_array(param)
+                if grad is None:
+                    continue
+                if grad.shape != param.data.shape:
+                    raise ValueError(f"gradient of shape {grad.shape} for a parameter of shape "
+                                     f"{param.data.shape}")
+                slots = self.state.setdefault(param, {})
+                self._update(param, grad, slots, group, get_backend(param.device))
+        return loss
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """A snapshot of the optimizer: slot arrays copied to NumPy, everything else plain data."""
+        index_of: dict[int, int] = {}
+        groups = []
+        for g, group in enumerate(self.param_groups):
+            packed = {key: _to_plain(value, f"param_groups[{g}][{key!r}]")
+                      for key, value in group.items() if key != "params"}
+            packed["params"] = [index_of.setdefault(id(p), len(index_of)) for p in group["params"]]
+            groups.append(packed)
+        state = {}
+        for param in self._all_params():
+            slots = self.state.get(param)
+            if not slots:
+                continue
+            backend = get_backend(param.device)
+            state[index_of[id(param)]] = {
+                name: (np.array(backend.to_numpy(value), copy=True) if _is_array(value)
+                       else _to_plain(value, f"state[{index_of[id(param)]}][{name!r}]"))
+                for name, value in slots.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a snapshot made by ``state_dict``, after checking all of it.
+
+        Nothing changes unless the whole snapshot is valid: the number of groups and of
+        parameters per group, every hyperparameter, and every slot's shape and dtype against its
+        parameter. Arrays are copied in, so the caller's arrays are never aliased.
+        """
+        new_groups, new_state = self._validated(state_dict)
+        # Only now, with everything checked, mutate the optimizer.
+        for group, hyper in zip(self.param_groups, new_groups):
+            params = group["params"]
+            group.clear()
+            group.update(hyper)
+            group["params"] = params
+        self.state = new_state
+
+    def _validated(self, state_dict):
+        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
+            raise ValueError("an optimizer state dict must be a dict with exactly the keys "
+                             "'state' and 'param_groups'")
+        saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
+        if not isinstance(saved_groups, (list, tuple)):
+            raise ValueError("state dict 'param_groups' must be a list")
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"state dict has {len(saved_groups)} parameter groups, the optimizer "
+                             f"has {len(self.param_groups)}")
+
+        param_of: dict[int, tuple[object, int, dict, int]] = {}  # saved index -> (param, g, group, i)
+        new_groups = []
+        for g, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            if not isinstance(saved, dict) or not isinstance(saved.get("params"), (list, tuple)):
+                raise ValueError(f"param_groups[{g}] must be a dict with a 'params' list")
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"param_groups[{g}] has {len(saved['params'])} parameters in the "
+                                 f"state dict, {len(group['params'])} in the optimizer")
+            for i, (index, param) in enumerate(zip(saved["params"], group["params"])):
+                if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                    raise ValueError(f"param_groups[{g}]['params'][{i}] must be an int index, "
+                                     f"got {index!r}")
+                if int(index) in param_of:
+                    raise ValueError(f"param_groups[{g}]['params'][{i}]: index {index} is used "
+                                     "twice")
+                param_of[int(index)] = (param, g, group, i)
+            hyper = {key: value for key, value in group.items() if key != "params"}
+            for key, value in saved.items():
+                if key == "params":
+                    continue
+                if not isinstance(key, str) or not _is_plain(value):
+                    raise ValueError(f"param_groups[{g}][{key!r}] is not plain data")
+                # Tuples (betas) travel as lists; give them back their original form.
+                if isinstance(hyper.get(key), tuple) and isinstance(value, (list, tuple)):
+                    value = tuple(value)
+                hyper[key] = value
+            try:
+                self._check_hyperparameters(hyper)
+            except ValueError as error:
+                raise ValueError(f"param_groups[{g}]: {error}") from None
+            new_groups.append(hyper)
+
+        if not isinstance(saved_state, dict):
+            raise ValueError("state dict 'state' must be a dict")
+        new_state = ParamState()
+        for key, slots in saved_state.items():
+            index = _parse_index(key)
+            if index is None or index not in param_of:
+                raise ValueError(f"state dict 'state' has an entry for {key!r}, which is not the "
+                                 "index of any parameter in 'param_groups'")
+            param, g, _, i = param_of[index]
+            where = f"state[{index}] (param_groups[{g}]['params'][{i}])"
+            if not isinstance(slots, dict):
+                raise ValueError(f"{where} must be a dict of slots")
+            backend = get_backend(param.device)
+            shape, dtype = tuple(param.data.shape), np.dtype(param.data.dtype)
+            copied = {}
+            for name, value in slots.items():
+                if not isinstance(name, str):
+                    raise ValueError(f"{where} has a non-string slot name {name!r}")
+                if isinstance(value, np.ndarray):
+                    if value.shape != shape:
+                        raise ValueError(f"{where} slot {name!r} has shape {value.shape}, the "
+                                         f"parameter has shape {shape}")
+                    if value.dtype != dtype:
+                        raise ValueError(f"{where} slot {name!r} has dtype {value.dtype}, the "
+                                         f"parameter has dtype {dtype}")
+                    copied[name] = backend.from_numpy(np.array(value, dtype=dtype, order="C",
+                                                               copy=True))
+                elif _is_plain(value) and not isinstance(value, (list, dict)):
+                    copied[name] = value
+                else:
+                    raise ValueError(f"{where} slot {name!r} must be a NumPy array or a plain "
+                                     f"scalar, got {type(value).__name__}")
+            self._check_param_state(copied, param, new_groups[g], where)
+            new_state[param] = copied
+        return new_groups, new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for g, group in enumerate(self.param_groups):
+            lines.append(f"  group {g}: {len(group['params'])} params")
+            lines += [f"    {key}: {value!r}" for key, value in sorted(group.items())
+                      if key != "params"]
+        return "\n".join(lines + [")"])
+
+
+def _parse_index(key):
+    """A state key as an int: ints as they are, decimal strings parsed; None if neither."""
+    if isinstance(key, bool):
+        return None
+    if isinstance(key, numbers.Integral):
+        return int(key)
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    return None

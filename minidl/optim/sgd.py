@@ -1,0 +1,61 @@
+"""Stochastic gradient descent, with optional (Nesterov) momentum and weight decay."""
+
+from __future__ import annotations
+
+from .optimizer import Optimizer, _is_array, check_flag, check_number
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent: ``param -= lr * g``, where ``g`` is the gradient, optionally
+    smoothed by momentum.
+
+    Momentum keeps a running buffer ``b = momentum * b + (1 - dampening) * grad`` and steps along
+    it, so consistent gradient directions accumulate speed while oscillating ones cancel.
+    ``nesterov=True`` steps along ``grad + momentum * b`` instead: the gradient plus where the
+    momentum is about to carry us. ``weight_decay`` adds ``weight_decay * param`` to the gradient
+    (an L2 penalty). See the backend primitive ``sgd_update`` for the exact formula.
+
+    State per parameter: ``"momentum_buffer"`` (only when ``momentum != 0``).
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        self._check_hyperparameters(defaults)
+        super().__init__(params, defaults)
+
+    def _check_hyperparameters(self, group: dict) -> None:
+        check_number("lr", group["lr"], low=0.0)
+        check_number("momentum", group["momentum"], low=0.0)
+        check_number("dampening", group["dampening"])
+        check_number("weight_decay", group["weight_decay"], low=0.0)
+        check_flag("nesterov", group["nesterov"])
+        check_flag("maximize", group["maximize"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("nesterov momentum needs momentum > 0 and dampening == 0")
+
+    def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
+        for name, value in slots.items():
+            if name != "momentum_buffer":
+                raise ValueError(f"{where} has an unknown slot {name!r} for SGD")
+        if slots.get("momentum_buffer", 0) is None:
+            del slots["momentum_buffer"]  # PyTorch writes None for "no buffer yet"
+        elif "momentum_buffer" in slots and not _is_array(slots["momentum_buffer"]):
+            raise ValueError(f"{where} slot 'momentum_buffer' must be an array")
+
+    def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
+        momentum = group["momentum"]
+        buffer = None
+        first_step = False
+        if momentum != 0:
+            buffer = slots.get("momentum_buffer")
+            if buffer is None:
+                # The buffer starts as a copy of the first gradient; the kernel fills it.
+                buffer = slots["momentum_buffer"] = backend.zeros_like(param.data)
+                first_step = True
+        backend.sgd_update(param.data, grad, buffer, group["lr"], momentum, group["dampening"],
+                           group["weight_decay"], group["nesterov"], group["maximize"],
+                           first_step)
