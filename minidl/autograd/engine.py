@@ -1,0 +1,101 @@
+"""Reverse-mode differentiation: walk the graph from the output back to the leaves.
+
+The chain rule in reverse: visiting nodes so that every consumer of a tensor is done before the
+tensor itself (reverse topological order), each node receives the sum of the gradients of all its
+consumers, turns it into gradients for its inputs with its ``backward`` rule, and passes them on.
+Leaves that require a gradient add what reaches them to ``.grad`` (gradients accumulate across
+``backward`` calls, as in PyTorch, until ``zero_grad``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _topological_order(root) -> list:
+    """Tensors reachable from ``root`` through recorded nodes, each after all its inputs.
+
+    Iterative depth-first search, so deep graphs (long RNN unrolls) cannot hit Python's recursion
+    limit.
+    """
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        tensor, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(tensor)
+            continue
+        if id(tensor) in visited:
+            continue
+        visited.add(id(tensor))
+        stack.append((tensor, True))
+        node = tensor._node
+        if node is not None:
+            for parent in node.parents:
+                if id(parent) not in visited:
+                    stack.append((parent, False))
+    return order
+
+
+def sum_to_shape(backend, grad, shape):
+    """Undo broadcasting: sum ``grad`` over the axes along which an input of ``shape`` was expanded.
+
+    If y = broadcast(x), each x element was copied to several y elements, so dL/dx is the sum of
+    dL/dy over those copies: leading axes that were added, and axes where x had size 1.
+    """
+    if grad.shape == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = backend.sum(grad, axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = backend.sum(grad, axis=axes, keepdims=True)
+    return backend.reshape(grad, shape)
+
+
+def backward(root, grad=None, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires a gradient."""
+    from .tensor import Tensor
+
+    if not root.requires_grad:
+        raise RuntimeError("backward: the tensor does not require grad and has no graph "
+                           "(was it computed under no_grad, or from tensors without requires_grad?)")
+    backend = root.backend
+    if grad is None:
+        if root.numel() != 1:
+            raise RuntimeError(f"backward: grad can be implicitly created only for a scalar "
+                               f"output, but the output has shape {root.shape}; pass grad=")
+        grad = backend.ones(root.shape, root.dtype)
+    else:
+        grad = grad.data if isinstance(grad, Tensor) else backend.from_numpy(np.asarray(grad))
+        if tuple(grad.shape) != root.shape:
+            raise ValueError(f"backward: grad has shape {tuple(grad.shape)}, "
+                             f"the output has shape {root.shape}")
+
+    grads = {id(root): grad}
+    for tensor in reversed(_topological_order(root)):
+        grad = grads.pop(id(tensor), None)
+        if grad is None:
+            continue
+        node = tensor._node
+        if node is None or tensor._retains_grad:
+            tensor._accumulate_grad(grad)
+        if node is None:
+            continue
+        if node.released:
+            raise RuntimeError(
+                "backward: trying to backward through the graph a second time; its saved "
+                "arrays were freed by the first backward. Pass retain_graph=True the first time.")
+        input_grads = node.backward(grad)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        for parent, needs, parent_grad in zip(node.parents, node.needs_input_grad, input_grads):
+            if not needs or parent_grad is None:
+                continue
+            parent_grad = sum_to_shape(backend, parent_grad, parent.shape)
+            previous = grads.get(id(parent))
+            grads[id(parent)] = parent_grad if previous is None else backend.add(previous,
+                                                                                  parent_grad)
+        if not retain_graph:
+            node.release()

@@ -1,0 +1,68 @@
+"""The unit of autograd: a differentiable op with its forward and backward rule side by side.
+
+Each op subclasses :class:`Function` and defines
+
+* ``forward(self, *arrays, **attrs) -> array``: compute the output from backend arrays, saving
+  whatever the gradient will need on ``self``;
+* ``backward(self, grad) -> tuple``: given dLoss/dOutput, return dLoss/dInput for each input
+  (``None`` where an input needs no gradient).
+
+``Function.apply`` runs ``forward`` on the inputs' backend and, when any input requires a
+gradient, links the output to this node so that :func:`minidl.autograd.engine.backward` can walk
+the graph in reverse. Backward rules may return gradients in the *broadcast* shape; the engine
+sums them back to each input's shape, so no op has to repeat that bookkeeping.
+"""
+
+from __future__ import annotations
+
+from ..backend import get_backend
+from .grad_mode import is_grad_enabled
+
+
+class Function:
+    """Base class of differentiable ops (see the module docstring)."""
+
+    # Set by apply(); plain attributes rather than constructor arguments keep ops short.
+    backend = None
+    parents: tuple = ()
+    needs_input_grad: tuple = ()
+    released = False
+
+    def forward(self, *arrays, **attrs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, grad):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @classmethod
+    def apply(cls, *inputs, **attrs):
+        """Run the op on ``inputs`` (Tensors) and return the output Tensor."""
+        from .tensor import Tensor
+
+        device = inputs[0].device
+        for tensor in inputs[1:]:
+            if tensor.device != device:
+                raise ValueError(
+                    f"{cls.__name__}: inputs are on different devices "
+                    f"({', '.join(t.device for t in inputs)}); move them with .to(device)")
+        node = cls()
+        node.backend = get_backend(device)
+        out_data = node.forward(*(t.data for t in inputs), **attrs)
+        needs = tuple(t.requires_grad for t in inputs)
+        requires_grad = is_grad_enabled() and any(needs)
+        out = Tensor._wrap(out_data, device, requires_grad)
+        if requires_grad:
+            node.parents = inputs
+            node.needs_input_grad = needs
+            out._node = node
+        return out
+
+    def release(self) -> None:
+        """Drop saved arrays and links once backward has used them (``retain_graph=False``)."""
+        self.__dict__.clear()
+        self.parents = ()
+        self.released = True

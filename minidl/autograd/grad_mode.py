@@ -1,0 +1,49 @@
+"""Switching gradient recording on and off (``with md.no_grad(): ...``)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+_mode = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops being run now record a graph for ``backward``."""
+    return getattr(_mode, "enabled", True)
+
+
+def set_grad_enabled(enabled: bool) -> None:
+    """Turn graph recording on or off for the current thread."""
+    _mode.enabled = bool(enabled)
+
+
+class _GradMode:
+    enabled: bool
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        set_grad_enabled(self.enabled)
+        return self
+
+    def __exit__(self, *exc_info):
+        set_grad_enabled(self._previous)
+        return False
+
+    def __call__(self, function):
+        """Use as a decorator: run ``function`` in this mode."""
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return function(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Context manager (or decorator) in which ops record no graph: for inference and updates."""
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    """Context manager (or decorator) that turns graph recording back on inside ``no_grad``."""
+    enabled = True

@@ -1,0 +1,352 @@
+"""The Tensor: an array on a device, plus what autograd needs to differentiate through it.
+
+A Tensor holds ``data`` (its backend's array: a NumPy ndarray on the CPU), its ``device``, whether
+it ``requires_grad``, and — when it was produced by a recorded op — ``_node``, the
+:class:`~minidl.autograd.function.Function` that made it. Leaves (tensors the user created) have no
+node; ``backward`` accumulates their gradient in ``.grad``.
+
+The operators (``+``, ``@``, ``x.sum()``, ...) are thin: each forwards to an op in
+:mod:`minidl.ops`, which is where forward and backward rules live. This module only knows how a
+tensor is held, converted and differentiated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import canonical_device, get_backend
+from . import engine
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+float16 = np.dtype(np.float16)
+int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+bool_ = np.dtype(np.bool_)
+
+_DEFAULT_FLOAT = float32
+
+
+class Tensor:
+    """A multi-dimensional array that can record the ops applied to it and differentiate them."""
+
+    __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_retains_grad",
+                 "__weakref__")
+    # NumPy defers binary operators to us (np_array * tensor -> Tensor.__rmul__).
+    __array_priority__ = 1000
+
+    def __init__(self, data, dtype=None, device="cpu", requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        was_array = isinstance(data, np.ndarray)
+        array = np.asarray(data)
+        if dtype is None and array.dtype.kind == "f" and not was_array:
+            dtype = _DEFAULT_FLOAT  # Python floats and lists of them: float32, as PyTorch
+        if dtype is None and array.dtype.kind in "iu" and not was_array:
+            dtype = int64
+        if dtype is not None:
+            array = array.astype(np.dtype(dtype), copy=False)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"tensor: unsupported dtype {array.dtype} (expected bool, integer or "
+                            f"floating point data)")
+        self.device = canonical_device(device)
+        self.data = get_backend(self.device).from_numpy(array) if self.device != "cpu" else array
+        self.grad = None
+        self._node = None
+        self._retains_grad = False
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, data, device: str, requires_grad: bool = False) -> "Tensor":
+        """Wrap a backend array produced by an op, without copying or converting it."""
+        tensor = object.__new__(Tensor)
+        tensor.data = data
+        tensor.device = device
+        tensor.requires_grad = requires_grad
+        tensor.grad = None
+        tensor._node = None
+        tensor._retains_grad = False
+        return tensor
+
+    # -- what it is --------------------------------------------------------------------------------
+
+    @property
+    def backend(self):
+        return get_backend(self.device)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.data.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape (PyTorch's ``size()``), or the length of axis ``dim``."""
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.data.shape, dtype=np.int64))
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        """The op that produced this tensor (None for leaves)."""
+        return self._node
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    # -- conversion --------------------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (shares memory on the CPU; copy it before mutating)."""
+        return self.backend.to_numpy(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(f"item: only one-element tensors can be converted to a Python "
+                             f"scalar, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of one element can be used as an index")
+        return int(self.item())
+
+    def to(self, device=None, dtype=None) -> "Tensor":
+        """This tensor on ``device`` and/or as ``dtype``; differentiable, a no-op when unchanged."""
+        from ..ops import shape as shape_ops
+        out = self
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            out = shape_ops.cast(out, np.dtype(dtype))
+        if device is not None and canonical_device(device) != self.device:
+            out = shape_ops.to_device(out, canonical_device(device))
+        return out
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self) -> "Tensor":
+        return self.to("cuda")
+
+    def float(self) -> "Tensor":
+        return self.to(dtype=float32)
+
+    def double(self) -> "Tensor":
+        return self.to(dtype=float64)
+
+    def long(self) -> "Tensor":
+        return self.to(dtype=int64)
+
+    def astype(self, dtype) -> "Tensor":
+        return self.to(dtype=dtype)
+
+    # -- autograd ----------------------------------------------------------------------------------
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Mark a leaf as needing a gradient (floating point tensors only)."""
+        if requires_grad and self.dtype.kind != "f":
+            raise TypeError(f"requires_grad: only floating point tensors can require gradients, "
+                            f"this one is {self.dtype}")
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach()")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Also keep ``.grad`` for this non-leaf tensor after backward."""
+        self._retains_grad = True
+
+    def backward(self, grad=None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires a gradient."""
+        engine.backward(self, grad, retain_graph=retain_graph)
+
+    def _accumulate_grad(self, grad) -> None:
+        grad = self.backend.astype(grad, self.dtype)
+        if self.grad is None:
+            # Own the array: backward rules may hand the same array to several inputs.
+            self.grad = Tensor._wrap(self.backend.copy(grad), self.device)
+        else:
+            self.grad = Tensor._wrap(self.backend.add(self.grad.data, grad), self.device)
+
+    def detach(self) -> "Tensor":
+        """The same data, cut off from the graph (shares memory)."""
+        return Tensor._wrap(self.data, self.device)
+
+    def detach_(self) -> "Tensor":
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    def clone(self) -> "Tensor":
+        from ..ops import shape as shape_ops
+        return shape_ops.clone(self)
+
+    def zero_(self) -> "Tensor":
+        """Set every element to zero, in place (no graph is recorded)."""
+        self.data[...] = 0
+        return self
+
+    def fill_(self, value) -> "Tensor":
+        self.data[...] = value
+        return self
+
+    def copy_(self, source) -> "Tensor":
+        """Overwrite the values in place with ``source``'s (same shape); records no graph."""
+        values = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
+        if values.shape != self.shape:
+            raise ValueError(f"copy_: source has shape {values.shape}, tensor has {self.shape}")
+        if self.device == "cpu":
+            np.copyto(self.data, values, casting="same_kind")
+        else:
+            self.data = self.backend.from_numpy(values.astype(self.dtype))
+        return self
+
+    # -- printing --------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", precision=4, threshold=50,
+                               prefix="tensor(")
+        extras = []
+        if self.device != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.dtype not in (float32, int64, bool_):
+            extras.append(f"dtype={self.dtype}")
+        if self._node is not None:
+            extras.append(f"grad_fn=<{self._node.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + ", ".join([body] + extras) + ")"
+
+    __hash__ = object.__hash__
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (float data defaults to float32)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    array = np.array(data, copy=True)
+    if dtype is None and array.dtype.kind == "f":
+        dtype = _DEFAULT_FLOAT
+    return Tensor(array, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def as_tensor(value, like: Tensor | None = None) -> Tensor:
+    """``value`` as a Tensor; scalars take ``like``'s dtype and device (so ``x * 2`` stays float32)."""
+    if isinstance(value, Tensor):
+        return value
+    if like is not None:
+        array = np.asarray(value)
+        if array.ndim == 0 and (array.dtype.kind in "biuf"):
+            dtype = like.dtype if (like.dtype.kind == "f" or array.dtype.kind != "f") \
+                else _DEFAULT_FLOAT
+            if like.dtype.kind in "b" and array.dtype.kind != "b":
+                dtype = array.dtype if array.dtype.kind == "f" else int64
+            return Tensor(array.astype(dtype), device=like.device)
+        return Tensor(array, device=like.device)
+    return Tensor(value)
+
+
+
+# -- operators and methods -------------------------------------------------------------------------
+# Each forwards to the op that defines its forward and backward rules. They are attached here,
+# after the class, because the ops themselves are built on Tensor.
+
+def _install_methods():
+    from ..ops import elementwise as ew, linalg, reduction, shape
+
+    def reflected(function):
+        return lambda self, other: function(other, self)
+
+    methods = {
+        "__add__": ew.add, "__radd__": reflected(ew.add),
+        "__sub__": ew.sub, "__rsub__": reflected(ew.sub),
+        "__mul__": ew.mul, "__rmul__": reflected(ew.mul),
+        "__truediv__": ew.div, "__rtruediv__": reflected(ew.div),
+        "__pow__": ew.pow, "__rpow__": reflected(ew.pow),
+        "__matmul__": linalg.matmul, "__rmatmul__": reflected(linalg.matmul),
+        "__neg__": ew.neg, "__abs__": ew.abs,
+        "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le,
+        "__gt__": ew.gt, "__ge__": ew.ge,
+        "__getitem__": shape.getitem,
+        "add": ew.add, "sub": ew.sub, "mul": ew.mul, "div": ew.div, "pow": ew.pow,
+        "matmul": linalg.matmul, "neg": ew.neg, "abs": ew.abs,
+        "exp": ew.exp, "log": ew.log, "sqrt": ew.sqrt, "tanh": ew.tanh, "sigmoid": ew.sigmoid,
+        "relu": ew.relu, "gelu": ew.gelu, "clamp": ew.clamp, "clip": ew.clamp,
+        "maximum": ew.maximum, "minimum": ew.minimum,
+        "eq": ew.eq, "ne": ew.ne, "lt": ew.lt, "le": ew.le, "gt": ew.gt, "ge": ew.ge,
+        "reshape": shape.reshape, "view": shape.reshape, "flatten": shape.flatten,
+        "permute": shape.permute, "transpose": shape.transpose, "squeeze": shape.squeeze,
+        "unsqueeze": shape.unsqueeze, "expand": shape.expand, "broadcast_to": shape.broadcast_to,
+        "argmax": reduction.argmax, "argmin": reduction.argmin,
+    }
+    for name, function in methods.items():
+        setattr(Tensor, name, function)
+
+    # Reductions accept NumPy's ``axis`` and PyTorch's ``dim``; ``keepdim`` is PyTorch's spelling.
+    def reducer(function):
+        def method(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+            return function(self, axis=dim if dim is not None else axis,
+                            keepdims=keepdim if keepdim is not None else keepdims)
+        method.__name__ = function.__name__
+        method.__doc__ = function.__doc__
+        return method
+
+    for name in ("sum", "mean", "max", "min", "var"):
+        setattr(Tensor, name, reducer(getattr(reduction, name)))
+
+    def softmax(self, axis=-1, *, dim=None):
+        from ..ops import nn_ops
+        return nn_ops.softmax(self, dim if dim is not None else axis)
+
+    def log_softmax(self, axis=-1, *, dim=None):
+        from ..ops import nn_ops
+        return nn_ops.log_softmax(self, dim if dim is not None else axis)
+
+    Tensor.softmax = softmax
+    Tensor.log_softmax = log_softmax
+    Tensor.T = property(lambda self: shape.transpose(self))
+
+
+_install_methods()

@@ -1,0 +1,23 @@
+"""The functional forms of the layers, with PyTorch's names and signatures (``nn.functional``)."""
+
+from ..ops.conv import conv2d  # noqa: F401
+from ..ops.elementwise import gelu, relu, sigmoid, tanh  # noqa: F401
+from ..ops.linalg import linear  # noqa: F401
+from ..ops.nn_ops import (  # noqa: F401
+    batch_norm, binary_cross_entropy_with_logits, cross_entropy, dropout, embedding, layer_norm,
+    mse_loss, nll_loss,
+)
+from ..ops.nn_ops import log_softmax as _log_softmax
+from ..ops.nn_ops import softmax as _softmax
+from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
+from ..ops.shape import flatten  # noqa: F401
+
+
+def softmax(x, dim: int = -1, axis: int | None = None):
+    """softmax along ``dim`` (alias ``axis``)."""
+    return _softmax(x, axis if axis is not None else dim)
+
+
+def log_softmax(x, dim: int = -1, axis: int | None = None):
+    """log_softmax along ``dim`` (alias ``axis``)."""
+    return _log_softmax(x, axis if axis is not None else dim)

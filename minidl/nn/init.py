@@ -1,0 +1,96 @@
+"""Weight initialisation, drawing from minidl's generators (the global one by default).
+
+The fan-based schemes keep the variance of activations roughly constant from layer to layer:
+Kaiming (He) for ReLU-like nets scales by 1/fan_in, Xavier (Glorot) by 2/(fan_in + fan_out).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..autograd.tensor import Tensor
+from ..random import resolve
+
+
+def _fill(tensor: Tensor, values) -> Tensor:
+    tensor.copy_(values.astype(tensor.dtype, copy=False))
+    return tensor
+
+
+def fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """For a weight (out, in, *kernel): fan_in = in·prod(kernel), fan_out = out·prod(kernel)."""
+    if tensor.ndim < 2:
+        raise ValueError(f"fan in/out need a tensor with at least 2 dimensions, got {tensor.shape}")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The gain that keeps the variance through ``nonlinearity`` (PyTorch's table)."""
+    if nonlinearity in ("linear", "conv2d", "sigmoid", "identity"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
+    return _fill(tensor, resolve(generator).uniform(a, b, tensor.shape, tensor.dtype))
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
+    return _fill(tensor, resolve(generator).normal(mean, std, tensor.shape, tensor.dtype))
+
+
+def constant_(tensor: Tensor, value: float) -> Tensor:
+    return tensor.fill_(value)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return tensor.fill_(0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return tensor.fill_(1)
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
+    """U(-bound, bound) with bound = gain·sqrt(3 / fan): variance gain² / fan."""
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    fan = fan_in if mode == "fan_in" else fan_out
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    fan = fan_in if mode == "fan_in" else fan_out
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(tensor, 0.0, std, generator)
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    fan_in, fan_out = fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+
+
+def default_affine_init_(weight: Tensor, bias: Tensor | None, fan_in: int, generator=None):
+    """PyTorch's Linear/Conv default: kaiming_uniform_(a=√5), i.e. U(±1/√fan_in) for the weight,
+    and U(±1/√fan_in) for the bias."""
+    kaiming_uniform_(weight, a=math.sqrt(5), generator=generator)
+    if bias is not None:
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        uniform_(bias, -bound, bound, generator)

@@ -1,0 +1,42 @@
+"""Conv2d: 2-D convolution with PyTorch's weight layout (out, in/groups, kh, kw) and init."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.conv import _pair, conv2d
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+from ..registry import register_module
+
+
+@register_module
+class Conv2d(Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, dtype=np.float32,
+                 generator=None):
+        super().__init__()
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} "
+                             f"and out_channels={out_channels}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
+        self.dilation = _pair(dilation, "dilation")
+        shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Parameter(np.empty(shape, dtype))
+        self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
+        fan_in = (in_channels // groups) * self.kernel_size[0] * self.kernel_size[1]
+        init.default_affine_init_(self.weight, self.bias, fan_in, generator)
+
+    def forward(self, x):
+        return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                      self.groups)
+
+    def get_config(self):
+        return {"in_channels": self.in_channels, "out_channels": self.out_channels,
+                "kernel_size": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding), "dilation": list(self.dilation),
+                "groups": self.groups, "bias": self.bias is not None,
+                "dtype": str(self.weight.dtype)}

@@ -1,0 +1,60 @@
+"""Pooling layers: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d."""
+
+from __future__ import annotations
+
+from ...ops.conv import _pair
+from ...ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from ..module import Module
+from ..registry import register_module
+
+
+@register_module
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
+        self.padding, self.dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+        self.ceil_mode = bool(ceil_mode)
+
+    def forward(self, x):
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          self.ceil_mode)
+
+    def get_config(self):
+        return {"kernel_size": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding), "dilation": list(self.dilation),
+                "ceil_mode": self.ceil_mode}
+
+
+@register_module
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
+        self.padding = _pair(padding, "padding")
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
+
+    def forward(self, x):
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad)
+
+    def get_config(self):
+        return {"kernel_size": list(self.kernel_size), "stride": list(self.stride),
+                "padding": list(self.padding), "ceil_mode": self.ceil_mode,
+                "count_include_pad": self.count_include_pad}
+
+
+@register_module
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = _pair(output_size, "output_size")
+
+    def forward(self, x):
+        return adaptive_avg_pool2d(x, self.output_size)
+
+    def get_config(self):
+        return {"output_size": list(self.output_size)}

@@ -1,0 +1,311 @@
+"""Module: the base of every layer and model.
+
+A Module owns parameters (trainable tensors), buffers (state that is saved but not trained, such as
+batch norm's running statistics) and child modules, each registered under a name. Names compose
+with dots ("0.weight", "encoder.norm.running_mean"), which is the key layout of ``state_dict`` and
+the same as PyTorch's, so checkpoints and converted PyTorch weights line up name for name.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+from .parameter import Parameter
+
+
+class StateDictMismatchError(RuntimeError, ValueError):
+    """A state_dict does not fit the module: lists the missing, unexpected and mis-shaped names."""
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list
+    unexpected_keys: list
+
+
+class Module:
+    """Base class for layers and models: subclass it, register parts in ``__init__``, define
+    ``forward``."""
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # -- registration ----------------------------------------------------------------------------
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() "
+                                 f"before assigning {name!r}")
+        if isinstance(value, (Parameter, Module)):
+            for table in (self._parameters, self._buffers, self._modules):
+                table.pop(name, None)
+            self.__dict__.pop(name, None)
+            (self._parameters if isinstance(value, Parameter) else self._modules)[name] = value
+        elif name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} to buffer {name!r}: "
+                                f"expected a Tensor or None")
+            self._buffers[name] = value
+        elif name in self._parameters and value is None:
+            self._parameters[name] = None
+        else:
+            self._parameters.pop(name, None)
+            self._modules.pop(name, None)
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_buffers", "_modules"):
+            values = self.__dict__.get(table)
+            if values is not None and name in values:
+                return values[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, parameter: Parameter | None) -> None:
+        self._check_name(name)
+        if parameter is None:
+            self._parameters[name] = None
+        elif not isinstance(parameter, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter, "
+                            f"got {type(parameter).__name__}")
+        else:
+            self._parameters[name] = parameter
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register state that is saved in ``state_dict`` (if persistent) but not trained."""
+        self._check_name(name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            tensor = Tensor(np.asarray(tensor), dtype=np.asarray(tensor).dtype)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        self._check_name(name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module, got {type(module).__name__}")
+        self._modules[name] = module
+
+    @staticmethod
+    def _check_name(name):
+        if not isinstance(name, str) or not name or "." in name:
+            raise ValueError(f"invalid name {name!r}: must be a non-empty string without '.'")
+
+    # -- calling ---------------------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- traversal -------------------------------------------------------------------------------
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        for name, module in self._modules.items():
+            if module is not None:
+                yield name, module
+
+    def children(self) -> Iterator["Module"]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """This module and every descendant, depth first, with dotted names ("" for self)."""
+        seen = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{child_name}" if name else child_name, child)
+                        for child_name, child in module.named_children()]
+            stack.extend(reversed(children))
+
+    def modules(self) -> Iterator["Module"]:
+        for _, module in self.named_modules():
+            yield module
+
+    def _named_members(self, table: str, recurse: bool):
+        seen = set()
+        modules = self.named_modules() if recurse else [("", self)]
+        for module_name, module in modules:
+            for name, value in getattr(module, table).items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield (f"{module_name}.{name}" if module_name else name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        for name, p in self._named_members("_parameters", recurse):
+            yield (f"{prefix}.{name}" if prefix else name), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True):
+        for name, b in self._named_members("_buffers", recurse):
+            yield (f"{prefix}.{name}" if prefix else name), b
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # -- modes and bulk changes ------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> "Module":
+        """Training mode (dropout active, batch norm uses batch statistics) for every module."""
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self) -> "Module":
+        """Evaluation mode: same as ``train(False)``."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    def apply(self, function) -> "Module":
+        for module in self.modules():
+            function(module)
+        return self
+
+    def to(self, device=None, dtype=None) -> "Module":
+        """Move (or cast) every parameter and buffer in place."""
+        for module in self.modules():
+            for table in (module._parameters, module._buffers):
+                for name, value in table.items():
+                    if value is None:
+                        continue
+                    cast = dtype if (dtype is not None and value.dtype.kind == "f") else None
+                    moved = value.detach().to(device=device, dtype=cast)
+                    value.data, value.device = moved.data, moved.device
+                    value.grad = None
+        return self
+
+    def float(self) -> "Module":
+        return self.to(dtype=np.float32)
+
+    def double(self) -> "Module":
+        return self.to(dtype=np.float64)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _state_items(self):
+        """(name, tensor) for every parameter and persistent buffer, in registration order."""
+        for module_name, module in self.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for name, p in module._parameters.items():
+                if p is not None:
+                    yield prefix + name, p
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent:
+                    yield prefix + name, b
+
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """Ordered name -> NumPy array for every parameter and persistent buffer.
+
+        On the CPU the arrays are the live storage (as PyTorch's state_dict shares storage):
+        copy them if the values must not follow later training steps.
+        """
+        return OrderedDict((name, t.numpy()) for name, t in self._state_items())
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values in from ``state_dict`` (arrays or Tensors, by name).
+
+        Everything is checked before anything is copied: a mismatch leaves the module unchanged.
+        With ``strict`` any missing or unexpected name is an error; mis-shaped values always are.
+        """
+        own = OrderedDict(self._state_items())
+        missing = [name for name in own if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in own]
+        problems = []
+        values = {}
+        for name, target in own.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            value = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            if value.shape != target.shape:
+                problems.append(f"{name}: shape {value.shape} in the state_dict, "
+                                f"{target.shape} in the model")
+            elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
+                problems.append(f"{name}: dtype {value.dtype} in the state_dict cannot be "
+                                f"copied into {target.dtype}")
+            else:
+                values[name] = value
+        if problems or (strict and (missing or unexpected)):
+            lines = [f"Error(s) in loading state_dict for {type(self).__name__}:"]
+            if strict and missing:
+                lines.append("  missing keys: " + ", ".join(missing))
+            if strict and unexpected:
+                lines.append("  unexpected keys: " + ", ".join(unexpected))
+            if problems:
+                lines.append("  size or dtype mismatch: " + "; ".join(problems))
+            raise StateDictMismatchError("\n".join(lines))
+        for name, value in values.items():
+            own[name].copy_(value.astype(own[name].dtype, copy=False))
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- description as data ---------------------------------------------------------------------
+
+    def get_config(self) -> dict:
+        """Constructor arguments as plain data, so the module can be rebuilt from a file.
+
+        Built-in layers implement this; a user's own layer implements it too and is registered
+        with :func:`minidl.nn.register_module` before files naming it can be loaded.
+        """
+        raise TypeError(f"{type(self).__name__} cannot be described as data: implement "
+                        f"get_config() and register it with minidl.nn.register_module")
+
+    @classmethod
+    def from_config(cls, config: dict, children: list) -> "Module":
+        """Rebuild from ``get_config()``'s output (``children``: rebuilt child modules, used by
+        containers)."""
+        return cls(**config)
+
+    # -- printing --------------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        try:
+            config = self.get_config()
+        except TypeError:
+            return ""
+        return ", ".join(f"{k}={v!r}" for k, v in config.items())
+
+    def __repr__(self) -> str:
+        children = [f"  ({name}): " + repr(child).replace("\n", "\n  ")
+                    for name, child in self.named_children()]
+        if not children:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        return f"{type(self).__name__}(\n" + "\n".join(children) + "\n)"

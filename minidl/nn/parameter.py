@@ -1,0 +1,31 @@
+"""Parameter: a tensor that a Module registers as trainable."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf Tensor that requires a gradient and is found by ``Module.parameters()``.
+
+    Optimizers update ``data`` in place, so every view of the array (``state_dict()`` included)
+    sees the new values.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad: bool = True):
+        if isinstance(data, Tensor):
+            device, data = data.device, data.numpy()
+        else:
+            device = "cpu"
+        array = np.array(data, copy=True)
+        if array.dtype.kind != "f":
+            raise TypeError(f"Parameter: data must be floating point, got {array.dtype}")
+        super().__init__(np.ascontiguousarray(array), dtype=array.dtype, device=device,
+                         requires_grad=requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()

@@ -1,0 +1,76 @@
+"""2-D convolution as one matrix product per group: im2col, then BLAS.
+
+im2col copies every receptive field of the input into a column, so that with K = C/g·kh·kw and
+L = OH·OW the convolution of each image is the product W (O/g × K) @ cols (K × L). The gradients
+are products too: dW = Σ_images dY @ colsᵀ, dcols = Wᵀ @ dY, and col2im (im2col's adjoint) adds
+each column's gradient back onto the input pixels it was copied from.
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor
+
+
+def _pair(value, name: str) -> tuple:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+        raise ValueError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+class Conv2d(Function):
+    def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
+        be = self.backend
+        n, c = x.shape[:2]
+        out_channels, _, kh, kw = weight.shape
+        self.geometry = ((kh, kw), stride, padding, dilation)
+        self.x_shape, self.groups, self.weight = x.shape, groups, weight
+        out_h = be.conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
+        out_w = be.conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
+        cols = be.im2col(x, *self.geometry)                  # (N, C·kh·kw, L)
+        self.cols = be.reshape(cols, (n, groups, -1, out_h * out_w))
+        w = be.reshape(weight, (groups, out_channels // groups, -1))
+        out = be.matmul(w, self.cols)                           # (N, g, O/g, L)
+        out = be.reshape(out, (n, out_channels, out_h, out_w))
+        return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
+
+    def backward(self, grad):
+        be = self.backend
+        n, out_channels = grad.shape[:2]
+        g = be.reshape(grad, (n, self.groups, out_channels // self.groups, -1))
+        cols_t = be.transpose(self.cols, (0, 1, 3, 2))
+        grad_weight = be.sum(be.matmul(g, cols_t), axis=0)      # Σ over images
+        grad_weight = be.reshape(grad_weight, self.weight.shape)
+        w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
+        grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)   # (N, g, K, L)
+        grad_cols = be.reshape(grad_cols, (n, -1, grad_cols.shape[-1]))
+        grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
+        grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
+        return grad_x, grad_weight, grad_bias
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           dilation=1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), as PyTorch."""
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    padding = _pair(padding, "padding")
+    if x.ndim != 4:
+        raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x.shape}")
+    if weight.ndim != 4:
+        raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got {weight.shape}")
+    if groups < 1 or x.shape[1] % groups or weight.shape[0] % groups:
+        raise ValueError(f"conv2d: groups={groups} must divide the input channels "
+                         f"({x.shape[1]}) and output channels ({weight.shape[0]})")
+    if weight.shape[1] * groups != x.shape[1]:
+        raise ValueError(f"conv2d: input of shape {x.shape} has {x.shape[1]} channels, weight "
+                         f"of shape {weight.shape} expects {weight.shape[1] * groups}")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "
+                         f"stride={stride}, dilation={dilation}, padding={padding}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"conv2d: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}")
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return Conv2d.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)

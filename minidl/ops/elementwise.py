@@ -1,0 +1,322 @@
+"""Elementwise ops: arithmetic and the pointwise activations.
+
+For y = f(a, b) applied element by element, dL/da = dL/dy · ∂f/∂a at each element; the engine
+then sums over broadcast axes, so these rules are written as if no broadcasting happened.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor
+from ._util import binary_operands, require_float
+
+
+class Add(Function):
+    def forward(self, a, b):
+        return self.backend.add(a, b)
+
+    def backward(self, grad):
+        return grad, grad
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        return self.backend.sub(a, b)
+
+    def backward(self, grad):
+        return grad, self.backend.neg(grad)
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.backend.mul(a, b)
+
+    def backward(self, grad):
+        mul = self.backend.mul
+        return mul(grad, self.b), mul(grad, self.a)
+
+
+class Div(Function):
+    # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b
+    def forward(self, a, b):
+        self.b = b
+        self.out = self.backend.div(a, b)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        grad_a = be.div(grad, self.b)
+        return grad_a, be.neg(be.mul(grad_a, self.out))
+
+
+class Neg(Function):
+    def forward(self, a):
+        return self.backend.neg(a)
+
+    def backward(self, grad):
+        return self.backend.neg(grad)
+
+
+class PowScalar(Function):
+    # y = a^p:  dy/da = p · a^(p-1)
+    def forward(self, a, exponent):
+        self.a, self.exponent = a, exponent
+        return self.backend.power(a, a.dtype.type(exponent))
+
+    def backward(self, grad):
+        be, p = self.backend, self.exponent
+        local = be.mul(be.power(self.a, self.a.dtype.type(p - 1)), self.a.dtype.type(p))
+        return be.mul(grad, local)
+
+
+class Pow(Function):
+    # y = a^b:  dy/da = b · a^(b-1),  dy/db = y · ln a  (taken as 0 where a <= 0, where ln is
+    # undefined and PyTorch reports nan; 0 keeps the common 0^b case finite)
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        self.out = self.backend.power(a, b)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        grad_a = be.mul(grad, be.mul(self.b, be.power(self.a, be.sub(self.b, 1))))
+        safe_log = be.log(be.where(be.greater(self.a, 0), self.a, 1))
+        grad_b = be.mul(grad, be.mul(self.out, safe_log))
+        return grad_a, grad_b
+
+
+class Exp(Function):
+    def forward(self, a):
+        self.out = self.backend.exp(a)
+        return self.out
+
+    def backward(self, grad):
+        return self.backend.mul(grad, self.out)
+
+
+class Log(Function):
+    def forward(self, a):
+        self.a = a
+        return self.backend.log(a)
+
+    def backward(self, grad):
+        return self.backend.div(grad, self.a)
+
+
+class Sqrt(Function):
+    # d sqrt(a)/da = 1 / (2 sqrt(a))
+    def forward(self, a):
+        self.out = self.backend.sqrt(a)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        return be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
+
+
+class Tanh(Function):
+    # d tanh(a)/da = 1 - tanh(a)²
+    def forward(self, a):
+        self.out = self.backend.tanh(a)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        return be.mul(grad, be.sub(1, be.mul(self.out, self.out)))
+
+
+class Sigmoid(Function):
+    # d σ(a)/da = σ(a)(1 - σ(a))
+    def forward(self, a):
+        self.out = self.backend.sigmoid(a)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        return be.mul(grad, be.mul(self.out, be.sub(1, self.out)))
+
+
+class Relu(Function):
+    def forward(self, a):
+        self.a = a
+        return self.backend.relu(a)
+
+    def backward(self, grad):
+        return self.backend.relu_backward(grad, self.a)
+
+
+class Gelu(Function):
+    def forward(self, a, approximate):
+        self.a, self.approximate = a, approximate
+        return self.backend.gelu_forward(a, approximate)
+
+    def backward(self, grad):
+        return self.backend.gelu_backward(grad, self.a, self.approximate)
+
+
+class Abs(Function):
+    def forward(self, a):
+        self.a = a
+        return self.backend.abs(a)
+
+    def backward(self, grad):
+        return self.backend.mul(grad, self.backend.sign(self.a))
+
+
+class Maximum(Function):
+    # The gradient goes to the larger input; on ties it is split evenly (as PyTorch).
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.backend.maximum(a, b)
+
+    def backward(self, grad):
+        return _route_by_comparison(self.backend, grad, self.a, self.b)
+
+
+class Minimum(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.backend.minimum(a, b)
+
+    def backward(self, grad):
+        return _route_by_comparison(self.backend, grad, self.b, self.a)
+
+
+def _route_by_comparison(be, grad, winner_if_greater, other):
+    greater = be.astype(be.greater(winner_if_greater, other), grad.dtype)
+    tie = be.mul(be.astype(be.equal(winner_if_greater, other), grad.dtype), grad.dtype.type(0.5))
+    to_first = be.mul(grad, be.add(greater, tie))
+    return to_first, be.sub(grad, to_first)
+
+
+class Clamp(Function):
+    # Gradient passes where low <= a <= high, is 0 where the value was clipped.
+    def forward(self, a, low, high):
+        be = self.backend
+        self.inside = be.ones(a.shape, np.bool_)
+        if low is not None:
+            self.inside = self.inside & be.greater_equal(a, low)
+        if high is not None:
+            self.inside = self.inside & be.less_equal(a, high)
+        return be.clip(a, low, high)
+
+    def backward(self, grad):
+        return self.backend.where(self.inside, grad, grad.dtype.type(0))
+
+
+# -- functional forms ----------------------------------------------------------------------------
+
+def add(a, b) -> Tensor:
+    return Add.apply(*binary_operands("add", a, b))
+
+
+def sub(a, b) -> Tensor:
+    return Sub.apply(*binary_operands("sub", a, b))
+
+
+def mul(a, b) -> Tensor:
+    return Mul.apply(*binary_operands("mul", a, b))
+
+
+def div(a, b) -> Tensor:
+    a, b = binary_operands("div", a, b)
+    if a.dtype.kind != "f" and b.dtype.kind != "f":
+        a = a.to(dtype=np.float32)  # true division of integers gives floats, as in PyTorch
+    return Div.apply(a, b)
+
+
+def neg(a: Tensor) -> Tensor:
+    return Neg.apply(a)
+
+
+def pow(a, exponent) -> Tensor:  # noqa: A001
+    if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
+        return PowScalar.apply(a, exponent=float(exponent))
+    return Pow.apply(*binary_operands("pow", a, exponent))
+
+
+def _unary(function_class, op: str, a: Tensor, **attrs) -> Tensor:
+    require_float(op, a)
+    return function_class.apply(a, **attrs)
+
+
+def exp(a: Tensor) -> Tensor:
+    return _unary(Exp, "exp", a)
+
+
+def log(a: Tensor) -> Tensor:
+    return _unary(Log, "log", a)
+
+
+def sqrt(a: Tensor) -> Tensor:
+    return _unary(Sqrt, "sqrt", a)
+
+
+def tanh(a: Tensor) -> Tensor:
+    return _unary(Tanh, "tanh", a)
+
+
+def sigmoid(a: Tensor) -> Tensor:
+    return _unary(Sigmoid, "sigmoid", a)
+
+
+def relu(a: Tensor) -> Tensor:
+    return Relu.apply(a)
+
+
+def gelu(a: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary(Gelu, "gelu", a, approximate=approximate)
+
+
+def abs(a: Tensor) -> Tensor:  # noqa: A001
+    return Abs.apply(a)
+
+
+def maximum(a, b) -> Tensor:
+    return Maximum.apply(*binary_operands("maximum", a, b))
+
+
+def minimum(a, b) -> Tensor:
+    return Minimum.apply(*binary_operands("minimum", a, b))
+
+
+def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return Clamp.apply(a, low=min, high=max)
+
+
+def _compare(primitive: str, op: str, a, b) -> Tensor:
+    a, b = binary_operands(op, a, b)
+    if a.device != b.device:
+        raise ValueError(f"{op}: operands are on different devices ({a.device}, {b.device})")
+    return Tensor._wrap(getattr(a.backend, primitive)(a.data, b.data), a.device)
+
+
+def eq(a, b) -> Tensor:
+    return _compare("equal", "eq", a, b)
+
+
+def ne(a, b) -> Tensor:
+    return _compare("not_equal", "ne", a, b)
+
+
+def lt(a, b) -> Tensor:
+    return _compare("less", "lt", a, b)
+
+
+def le(a, b) -> Tensor:
+    return _compare("less_equal", "le", a, b)
+
+
+def gt(a, b) -> Tensor:
+    return _compare("greater", "gt", a, b)
+
+
+def ge(a, b) -> Tensor:
+    return _compare("greater_equal", "ge", a, b)

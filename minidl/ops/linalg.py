@@ -1,0 +1,90 @@
+"""Matrix products: batched ``matmul`` and the fused affine map ``linear``.
+
+For C = A @ B, dL/dA = dL/dC @ Bᵀ and dL/dB = Aᵀ @ dL/dC; batch axes broadcast like any other
+elementwise axis, so the engine's broadcast reduction finishes the job for batched operands.
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor
+from ._util import broadcast_shape
+
+
+def _swap_last_two(be, array):
+    axes = list(range(array.ndim))
+    axes[-1], axes[-2] = axes[-2], axes[-1]
+    return be.transpose(array, tuple(axes))
+
+
+class Matmul(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.backend.matmul(a, b)
+
+    def backward(self, grad):
+        be = self.backend
+        return be.matmul(grad, _swap_last_two(be, self.b)), be.matmul(_swap_last_two(be, self.a),
+                                                                      grad)
+
+
+class Linear(Function):
+    """y = x Wᵀ + b over the last axis of x, as one node (the MLP's hot path).
+
+    dL/dx = dL/dy W,   dL/dW = (dL/dy)ᵀ x,   dL/db = Σ_rows dL/dy, with x's leading axes flattened
+    into rows so both weight gradients are single BLAS calls.
+    """
+
+    def forward(self, x, weight, bias=None):
+        be = self.backend
+        self.x, self.weight = x, weight
+        out = be.matmul(x, be.transpose(weight, (1, 0)))
+        return out if bias is None else be.add(out, bias)
+
+    def backward(self, grad):
+        be = self.backend
+        rows = be.reshape(grad, (-1, grad.shape[-1]))
+        x_rows = be.reshape(self.x, (-1, self.x.shape[-1]))
+        grad_x = be.matmul(grad, self.weight)
+        grad_weight = be.matmul(be.transpose(rows, (1, 0)), x_rows)
+        grad_bias = be.sum(rows, axis=0) if len(self.parents) == 3 else None
+        return grad_x, grad_weight, grad_bias
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product with NumPy's rules: 1-D operands are promoted, batch axes broadcast."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul: both operands must be Tensors")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must be at least 1-D, got shapes {a.shape} and "
+                         f"{b.shape}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"matmul: dtypes differ ({a.dtype} and {b.dtype})")
+    squeeze_rows, squeeze_cols = a.ndim == 1, b.ndim == 1
+    a2 = a.reshape(1, -1) if squeeze_rows else a
+    b2 = b.reshape(-1, 1) if squeeze_cols else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
+                         f"({a2.shape[-1]} != {b2.shape[-2]})")
+    broadcast_shape("matmul", a2.shape[:-2], b2.shape[:-2])
+    out = Matmul.apply(a2, b2)
+    if squeeze_rows:
+        out = out.reshape(out.shape[:-2] + out.shape[-1:])
+    if squeeze_cols:
+        out = out.reshape(out.shape[:-1])
+    return out
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias, with weight of shape (out_features, in_features) as in PyTorch."""
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out, in), got shape {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {x.shape} does not match weight of shape "
+                         f"{weight.shape} (expected last dimension {weight.shape[1]})")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"linear: input is {x.dtype} but weight is {weight.dtype}")
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return Linear.apply(*inputs)

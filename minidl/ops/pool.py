@@ -1,0 +1,72 @@
+"""2-D max and average pooling.
+
+Max pooling's gradient flows only to the element that won each window (its position is kept from
+the forward pass); average pooling's is spread evenly over the window, divided by the same count
+the forward pass divided by.
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor
+from .conv import _pair
+
+
+class MaxPool2d(Function):
+    def forward(self, x, kernel_size, stride, padding, dilation, ceil_mode):
+        self.x_shape = x.shape
+        out, self.argmax = self.backend.max_pool2d_forward(x, kernel_size, stride, padding,
+                                                           dilation, ceil_mode)
+        return out
+
+    def backward(self, grad):
+        return self.backend.max_pool2d_backward(grad, self.argmax, self.x_shape)
+
+
+class AvgPool2d(Function):
+    def forward(self, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+        self.x_shape = x.shape
+        self.args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
+        return self.backend.avg_pool2d_forward(x, *self.args)
+
+    def backward(self, grad):
+        return self.backend.avg_pool2d_backward(grad, self.x_shape, *self.args)
+
+
+def _pool_arguments(op, x, kernel_size, stride, padding):
+    if x.ndim != 4:
+        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
+    kernel_size = _pair(kernel_size, "kernel_size")
+    stride = kernel_size if stride is None else _pair(stride, "stride")
+    padding = _pair(padding, "padding")
+    if min(kernel_size) < 1 or min(stride) < 1:
+        raise ValueError(f"{op}: kernel_size and stride must be >= 1, got {kernel_size}, {stride}")
+    if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:
+        raise ValueError(f"{op}: padding {padding} must be at most half the kernel size "
+                         f"{kernel_size}")
+    return kernel_size, stride, padding
+
+
+def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
+               ceil_mode: bool = False) -> Tensor:
+    kernel_size, stride, padding = _pool_arguments("max_pool2d", x, kernel_size, stride, padding)
+    return MaxPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+                           dilation=_pair(dilation, "dilation"), ceil_mode=bool(ceil_mode))
+
+
+def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    kernel_size, stride, padding = _pool_arguments("avg_pool2d", x, kernel_size, stride, padding)
+    return AvgPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+                           ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed output size; supports sizes that divide the input evenly
+    (the common global-pooling case, output_size=1)."""
+    out_h, out_w = _pair(output_size, "output_size")
+    h, w = x.shape[2:]
+    if h % out_h or w % out_w:
+        raise ValueError(f"adaptive_avg_pool2d: output size {(out_h, out_w)} must divide the "
+                         f"input size {(h, w)}")
+    return avg_pool2d(x, (h // out_h, w // out_w))

@@ -1,0 +1,291 @@
+"""Ops that move or select elements without arithmetic: reshape, transpose, broadcast, indexing,
+concatenation, stacking, where, casts and device transfers.
+
+Their gradients move the output gradient back to where each element came from: the inverse
+reshape or permutation, a sum over broadcast copies, a scatter-add for indexing (an element
+selected twice receives both gradients), a split for concatenation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor, as_tensor
+from ._util import broadcast_shape, normalize_axis
+
+
+class Reshape(Function):
+    def forward(self, a, shape):
+        self.input_shape = a.shape
+        return self.backend.reshape(a, shape)
+
+    def backward(self, grad):
+        return self.backend.reshape(grad, self.input_shape)
+
+
+class Permute(Function):
+    # The inverse permutation takes each output axis back to where it came from.
+    def forward(self, a, axes):
+        self.inverse = tuple(np.argsort(axes))
+        return self.backend.transpose(a, axes)
+
+    def backward(self, grad):
+        return self.backend.transpose(grad, self.inverse)
+
+
+class BroadcastTo(Function):
+    # The engine sums the gradient back to the input's shape.
+    def forward(self, a, shape):
+        return self.backend.broadcast_to(a, shape)
+
+    def backward(self, grad):
+        return grad
+
+
+class GetItem(Function):
+    def forward(self, a, index):
+        self.input_shape, self.index, self.dtype = a.shape, index, a.dtype
+        return self.backend.getitem(a, index)
+
+    def backward(self, grad):
+        return self.backend.index_add(self.input_shape, self.index, grad, self.dtype)
+
+
+class Concatenate(Function):
+    def forward(self, *arrays, axis):
+        self.axis = axis
+        self.bounds = np.cumsum([0] + [a.shape[axis] for a in arrays])
+        return self.backend.concatenate(arrays, axis)
+
+    def backward(self, grad):
+        pieces = []
+        for start, stop in zip(self.bounds[:-1], self.bounds[1:]):
+            index = [slice(None)] * grad.ndim
+            index[self.axis] = slice(int(start), int(stop))
+            pieces.append(self.backend.getitem(grad, tuple(index)))
+        return tuple(pieces)
+
+
+class Where(Function):
+    def forward(self, a, b, condition):
+        self.condition = condition
+        return self.backend.where(condition, a, b)
+
+    def backward(self, grad):
+        be = self.backend
+        zero = grad.dtype.type(0)
+        return be.where(self.condition, grad, zero), be.where(self.condition, zero, grad)
+
+
+class Cast(Function):
+    def forward(self, a, dtype):
+        self.input_dtype = a.dtype
+        return self.backend.astype(a, dtype)
+
+    def backward(self, grad):
+        if self.input_dtype.kind != "f":
+            return None
+        return self.backend.astype(grad, self.input_dtype)
+
+
+class Clone(Function):
+    def forward(self, a):
+        return self.backend.copy(a)
+
+    def backward(self, grad):
+        return grad
+
+
+class ToDevice(Function):
+    """Move data between devices through NumPy; the gradient travels back the same way."""
+
+    @classmethod
+    def apply(cls, a: Tensor, device: str):
+        from ..autograd.grad_mode import is_grad_enabled
+        from ..backend import get_backend
+        node = cls()
+        node.source, node.target = a.device, device
+        data = get_backend(device).from_numpy(a.numpy())
+        out = Tensor._wrap(data, device, a.requires_grad and is_grad_enabled())
+        if out.requires_grad:
+            node.backend = get_backend(device)
+            node.parents, node.needs_input_grad = (a,), (True,)
+            out._node = node
+        return out
+
+    def backward(self, grad):
+        from ..backend import get_backend
+        return get_backend(self.source).from_numpy(self.backend.to_numpy(grad))
+
+
+# -- functional forms ----------------------------------------------------------------------------
+
+def reshape(a: Tensor, *shape) -> Tensor:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(n) for n in shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    known = int(np.prod([n for n in shape if n != -1]))
+    if -1 in shape:
+        if known == 0 or a.numel() % known:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
+        shape = tuple(a.numel() // known if n == -1 else n for n in shape)
+    if any(n < 0 for n in shape) or int(np.prod(shape)) != a.numel():
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
+    if shape == a.shape:
+        return a
+    return Reshape.apply(a, shape=shape)
+
+
+def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if a.ndim == 0:
+        return reshape(a, (1,))
+    start = normalize_axis("flatten", start_dim, a.ndim)
+    end = normalize_axis("flatten", end_dim, a.ndim)
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    merged = int(np.prod(a.shape[start:end + 1]))
+    return reshape(a, a.shape[:start] + (merged,) + a.shape[end + 1:])
+
+
+def permute(a: Tensor, *axes) -> Tensor:
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    if len(axes) != a.ndim:
+        raise ValueError(f"permute: {len(axes)} axes given for a tensor of shape {a.shape}")
+    axes = tuple(normalize_axis("permute", int(x), a.ndim) for x in axes)
+    if sorted(axes) != list(range(a.ndim)):
+        raise ValueError(f"permute: {axes} is not a permutation of the axes of shape {a.shape}")
+    return Permute.apply(a, axes=axes)
+
+
+def transpose(a: Tensor, dim0: int | None = None, dim1: int | None = None) -> Tensor:
+    """Swap two axes (PyTorch); with no axes, reverse them all (NumPy's ``.T``)."""
+    if dim0 is None and dim1 is None:
+        return permute(a, tuple(reversed(range(a.ndim))))
+    if dim0 is None or dim1 is None:
+        raise ValueError("transpose: give both dim0 and dim1, or neither")
+    axes = list(range(a.ndim))
+    i, j = normalize_axis("transpose", dim0, a.ndim), normalize_axis("transpose", dim1, a.ndim)
+    axes[i], axes[j] = axes[j], axes[i]
+    return permute(a, axes)
+
+
+def squeeze(a: Tensor, axis=None) -> Tensor:
+    if axis is None:
+        return reshape(a, tuple(n for n in a.shape if n != 1))
+    axis = normalize_axis("squeeze", axis, a.ndim)
+    if a.shape[axis] != 1:
+        return a
+    return reshape(a, a.shape[:axis] + a.shape[axis + 1:])
+
+
+def unsqueeze(a: Tensor, axis: int) -> Tensor:
+    axis = normalize_axis("unsqueeze", axis, a.ndim + 1)
+    return reshape(a, a.shape[:axis] + (1,) + a.shape[axis:])
+
+
+def expand(a: Tensor, *shape) -> Tensor:
+    """Broadcast to ``shape`` without copying (-1 keeps a dimension)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    offset = len(shape) - a.ndim
+    if offset < 0:
+        raise ValueError(f"expand: cannot expand shape {a.shape} to fewer dimensions {shape}")
+    shape = tuple(a.shape[i - offset] if n == -1 else int(n) for i, n in enumerate(shape))
+    if broadcast_shape("expand", a.shape, shape) != shape:
+        raise ValueError(f"expand: shape {a.shape} cannot be expanded to {shape}")
+    return BroadcastTo.apply(a, shape=shape)
+
+
+def broadcast_to(a: Tensor, shape) -> Tensor:
+    return expand(a, tuple(shape))
+
+
+def _index_part(part, device):
+    if isinstance(part, Tensor):
+        if part.device != device:
+            raise ValueError(f"getitem: index is on {part.device}, tensor on {device}")
+        part = part.numpy()
+        if part.dtype.kind not in "biu":
+            raise TypeError(f"getitem: tensors used as indices must be integer or bool, "
+                            f"got {part.dtype}")
+    if isinstance(part, list):
+        part = np.asarray(part)
+    if isinstance(part, np.ndarray) and part.dtype == np.bool_:
+        return part.nonzero()  # masks become integer arrays, which index_add can scatter into
+    if isinstance(part, np.ndarray) and part.dtype.kind not in "iu":
+        raise TypeError(f"getitem: arrays used as indices must be integer or bool, "
+                        f"got {part.dtype}")
+    return (part,)
+
+
+def getitem(a: Tensor, index) -> Tensor:
+    parts = index if isinstance(index, tuple) else (index,)
+    flat = []
+    for part in parts:
+        flat.extend(_index_part(part, a.device))
+    try:
+        return GetItem.apply(a, index=tuple(flat))
+    except IndexError as error:
+        raise IndexError(f"getitem: {error} (tensor shape {a.shape})") from None
+
+
+def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
+    """Join tensors along an existing axis."""
+    axis = dim if dim is not None else axis
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    first = tensors[0]
+    axis = normalize_axis("cat", axis, first.ndim)
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(n != m for i, (n, m) in enumerate(zip(t.shape, first.shape))
+                                       if i != axis):
+            raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside axis {axis}")
+        if t.dtype != first.dtype:
+            raise TypeError(f"cat: dtypes differ ({first.dtype} and {t.dtype})")
+    return Concatenate.apply(*tensors, axis=axis)
+
+
+def stack(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    axis = dim if dim is not None else axis
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    shapes = {t.shape for t in tensors}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: all tensors must have the same shape, got {sorted(shapes)}")
+    axis = normalize_axis("stack", axis, tensors[0].ndim + 1)
+    return cat([unsqueeze(t, axis) for t in tensors], axis=axis)
+
+
+def where(condition, a, b) -> Tensor:
+    """Elements of ``a`` where ``condition`` is true, else of ``b``."""
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    if like is None:
+        raise TypeError("where: at least one of a and b must be a Tensor")
+    a, b = as_tensor(a, like=like), as_tensor(b, like=like)
+    condition = condition if isinstance(condition, Tensor) else as_tensor(np.asarray(condition))
+    if condition.dtype != np.bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
+    if a.dtype != b.dtype:
+        dtype = np.result_type(a.dtype, b.dtype)
+        a, b = a.to(dtype=dtype), b.to(dtype=dtype)
+    broadcast_shape("where", condition.shape, a.shape, b.shape)
+    return Where.apply(a, b, condition=condition.data)
+
+
+def cast(a: Tensor, dtype) -> Tensor:
+    return Cast.apply(a, dtype=np.dtype(dtype))
+
+
+def clone(a: Tensor) -> Tensor:
+    return Clone.apply(a)
+
+
+def to_device(a: Tensor, device: str) -> Tensor:
+    return ToDevice.apply(a, device)
