@@ -72,7 +72,7 @@ def test_restoring_seeks_instead_of_rereading(tmp_path):
     assert offsets and min(offsets) == state["position"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(n=st.integers(1, 30), batch_size=st.integers(1, 7), shuffle_buffer=st.integers(0, 9),
        drop_last=st.booleans(), seed=st.integers(0, 1000), cut=st.integers(0, 12),
        chunk_bytes=st.sampled_from([8, 40, 1 << 20]), world_size=st.integers(1, 3),

@@ -41,7 +41,7 @@ def test_streams_come_out_in_declared_order_with_their_dtypes(tmp_path):
     assert [len(b[0]) for b in reader] == [3] and reader.epoch == 1
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 25), batch_size=st.integers(1, 6), shuffle_buffer=st.integers(0, 8),
        seed=st.integers(0, 100), cut=st.integers(0, 10), chunk_bytes=st.sampled_from([16, 1 << 20]),
        world_size=st.integers(1, 2), data=st.data())

@@ -59,7 +59,7 @@ def test_for_loop_after_break_continues_the_same_epoch():
     assert rest == [2, 4, 6, 8] and reader.epoch == 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 40), batch_size=st.integers(1, 12), shuffle=st.booleans(),
        drop_last=st.booleans(), seed=st.integers(0, 2**32), cut=st.integers(0, 25),
        world_size=st.integers(1, 3), data=st.data())
