@@ -120,8 +120,10 @@ class _StreamCursor:
         if self.world_size > 1:
             mine = np.flatnonzero(data_index % self.world_size == self.rank)
             block = _Rows.from_columns([c[mine] for c in block.columns()], len(arrays))
-        leftover = [] if self.pending is None else [self.pending.slice(self.next_row, None)]
-        self.pending = _Rows.concat(leftover + [block], len(arrays))
+        if self._pending_left():
+            leftover = self.pending.slice(self.next_row, None)
+            block = _Rows.concat([leftover, block], len(arrays))
+        self.pending = block
         self.next_row = 0
 
     def _ensure_pending(self, count):
