@@ -15,7 +15,6 @@ the sequence never drifts by accumulated rounding.
 
 from __future__ import annotations
 
-import bisect
 import math
 
 from .optimizer import check_number
@@ -153,7 +152,7 @@ class MultiStepLR(LRScheduler):
     hyperparameters = ("milestones", "gamma")
 
     def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
-        self.milestones, self.gamma = sorted(milestones), gamma
+        self.milestones, self.gamma = list(milestones), gamma
         super().__init__(optimizer, last_epoch)
 
     def _check_hyperparameters(self, values: dict) -> None:
@@ -162,13 +161,12 @@ class MultiStepLR(LRScheduler):
             raise ValueError(f"milestones must be a list of epochs, got {milestones!r}")
         for i, milestone in enumerate(milestones):
             check_number(f"milestones[{i}]", milestone, low=0, integer=True)
-        if list(milestones) != sorted(milestones):
-            raise ValueError(f"milestones must be in increasing order, got {milestones!r}")
         check_number("gamma", values["gamma"], low=0.0, low_open=True)
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
-        # bisect_right counts the milestones <= epoch: at epoch == milestone the decay applies.
-        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+        # At epoch == milestone the decay already applies; order does not matter.
+        passed = sum(1 for milestone in self.milestones if milestone <= epoch)
+        return base_lr * self.gamma ** passed
 
 
 class ExponentialLR(LRScheduler):

@@ -2,18 +2,8 @@
 
 import numpy as np
 
-try:
-    from minidl.nn import Parameter
-except ImportError:  # pragma: no cover - only while minidl.nn is being written
-    class Parameter:
-        """Stand-in with the Parameter contract the optimizers rely on."""
-
-        def __init__(self, data):
-            self.data = np.ascontiguousarray(data)
-            self.grad = None
-            self.device = "cpu"
-            self.requires_grad = True
-            self.is_leaf = True
+from minidl import Tensor
+from minidl.nn import Parameter
 
 
 def make_param(values, dtype=np.float32):
@@ -23,9 +13,7 @@ def make_param(values, dtype=np.float32):
 
 def set_grad(param, values):
     """Give ``param`` the gradient ``values`` (as the backward pass would)."""
-    from minidl.autograd.tensor import Tensor
     param.grad = Tensor(np.array(values, dtype=param.data.dtype))
-
 
 
 def through_msgpack(state_dict):

@@ -149,3 +149,23 @@ def test_hyperparameters_are_plain_in_the_group():
     assert group["betas"] == (0.8, 0.9) and group["decoupled_weight_decay"] is True
     assert group["weight_decay"] == 0.01
     assert "AdamW" in repr(opt)
+
+
+def test_trains_a_real_model_through_autograd():
+    import minidl as md
+    from minidl import nn
+
+    md.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 3)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3
+    model = nn.Linear(3, 1)
+    opt = optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(150):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(md.tensor(x)), md.tensor(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 1e-3 * losses[0]
