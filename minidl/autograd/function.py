@@ -16,6 +16,7 @@ sums them back to each input's shape, so no op has to repeat that bookkeeping.
 from __future__ import annotations
 
 from ..backend import get_backend
+from . import tracing
 from .grad_mode import is_grad_enabled
 
 
@@ -59,6 +60,8 @@ class Function:
             node.parents = inputs
             node.needs_input_grad = needs
             out._node = node
+        if tracing.active is not None:
+            tracing.active.on_function(cls, inputs, attrs, out)
         return out
 
     def release(self) -> None:

@@ -13,6 +13,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from ..autograd import tracing
 from ..autograd.tensor import Tensor
 from .parameter import Parameter
 
@@ -114,6 +115,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
+        if tracing.active is not None:
+            return tracing.active.on_module(self, args, kwargs,
+                                            lambda: self.forward(*args, **kwargs))
         return self.forward(*args, **kwargs)
 
     # -- traversal -------------------------------------------------------------------------------
