@@ -32,6 +32,7 @@ from collections.abc import MutableMapping
 
 import numpy as np
 
+from minidl.autograd.grad_mode import enable_grad
 from minidl.backend import get_backend
 
 __all__ = ["Optimizer", "ParamState", "required"]
@@ -235,7 +236,12 @@ class Optimizer:
 
     def step(self, closure=None):
         """Update every parameter that has a gradient. ``closure`` re-evaluates and returns the loss."""
-        loss = closure() if closure is not None else None
+        loss = None
+        if closure is not None:
+            # The closure re-runs forward and backward, so it needs gradients recorded even when
+            # step() itself is called under no_grad.
+            with enable_grad():
+                loss = closure()
         for group in self.param_groups:
             for param in group["params"]:
                 grad = _grad_array(param)
@@ -357,7 +363,7 @@ class Optimizer:
                                          f"parameter has dtype {dtype}")
                     copied[name] = backend.from_numpy(np.array(value, dtype=dtype, order="C",
                                                                copy=True))
-                elif _is_plain(value) and not isinstance(value, (list, dict)):
+                elif _is_plain(value) and not isinstance(value, (list, tuple, dict)):
                     copied[name] = value
                 else:
                     raise ValueError(f"{where} slot {name!r} must be a NumPy array or a plain "

@@ -169,3 +169,21 @@ def test_trains_a_real_model_through_autograd():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 1e-3 * losses[0]
+
+
+def test_closure_records_gradients_even_under_no_grad():
+    import minidl as md
+
+    p = make_param([3.0])
+    opt = optim.SGD([p], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    with md.no_grad():
+        loss = opt.step(closure)
+    assert loss.item() == 9.0
+    np.testing.assert_allclose(p.data, [3.0 - 0.1 * 6.0], rtol=1e-6)
