@@ -29,7 +29,8 @@ class Conv2d(Function):
         out_h = be.conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
         out_w = be.conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
         cols = be.im2col(x, *self.geometry)                  # (N, C·kh·kw, L)
-        self.cols = be.reshape(cols, (n, groups, -1, out_h * out_w))
+        # Sizes spelled out, not -1: reshape cannot infer one for an empty batch (n = 0).
+        self.cols = be.reshape(cols, (n, groups, cols.shape[1] // groups, out_h * out_w))
         w = be.reshape(weight, (groups, out_channels // groups, -1))
         out = be.matmul(w, self.cols)                           # (N, g, O/g, L)
         out = be.reshape(out, (n, out_channels, out_h, out_w))
@@ -38,13 +39,15 @@ class Conv2d(Function):
     def backward(self, grad):
         be = self.backend
         n, out_channels = grad.shape[:2]
-        g = be.reshape(grad, (n, self.groups, out_channels // self.groups, -1))
+        g = be.reshape(grad, (n, self.groups, out_channels // self.groups,
+                              grad.shape[2] * grad.shape[3]))
         cols_t = be.transpose(self.cols, (0, 1, 3, 2))
         grad_weight = be.sum(be.matmul(g, cols_t), axis=0)      # Σ over images
         grad_weight = be.reshape(grad_weight, self.weight.shape)
         w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
         grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)   # (N, g, K, L)
-        grad_cols = be.reshape(grad_cols, (n, -1, grad_cols.shape[-1]))
+        grad_cols = be.reshape(grad_cols, (n, self.cols.shape[1] * self.cols.shape[2],
+                                           grad_cols.shape[-1]))
         grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias

@@ -6,6 +6,8 @@ elementwise axis, so the engine's broadcast reduction finishes the job for batch
 
 from __future__ import annotations
 
+import math
+
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
 from ._util import broadcast_shape
@@ -43,8 +45,10 @@ class Linear(Function):
 
     def backward(self, grad):
         be = self.backend
-        rows = be.reshape(grad, (-1, grad.shape[-1]))
-        x_rows = be.reshape(self.x, (-1, self.x.shape[-1]))
+        # The row count is spelled out: reshape cannot infer a -1 when a feature axis is empty.
+        n_rows = math.prod(grad.shape[:-1])
+        rows = be.reshape(grad, (n_rows, grad.shape[-1]))
+        x_rows = be.reshape(self.x, (n_rows, self.x.shape[-1]))
         grad_x = be.matmul(grad, self.weight)
         grad_weight = be.matmul(be.transpose(rows, (1, 0)), x_rows)
         grad_bias = be.sum(rows, axis=0) if len(self.parents) == 3 else None
