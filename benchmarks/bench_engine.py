@@ -6,6 +6,9 @@ Rows: an MLP 784-512-512-10 (batch 128, Adam), LeNet-5 on 28×28 inputs (batch 6
 time of ``import minidl`` in a fresh process, and a fresh process's first training step with a
 warm Numba cache. Both engines use the same number of threads; ratios are minidl / PyTorch from
 the same run, so they do not depend on how fast this particular machine is.
+
+Each engine is timed in its own child process: NumPy's BLAS, Numba and PyTorch each keep a pool
+of spinning worker threads, and two pools in one process fight over the cores.
 """
 
 from __future__ import annotations
@@ -117,22 +120,44 @@ def fresh_process_times() -> tuple[float, float]:
     return min(import_times), min(step_times)
 
 
+WORKLOADS = {"mlp": (minidl_mlp, (784,), 128), "lenet": (minidl_lenet, (1, 28, 28), 64)}
+
+
+def worker(engine: str, kind: str, seconds: float) -> None:
+    """Child process: time one engine on one workload, print steps/s."""
+    builder, shape, batch = WORKLOADS[kind]
+    if engine == "torch":
+        import torch
+        torch.set_num_threads(THREADS)
+        step = torch_step(kind, shape, batch)
+    else:
+        step = minidl_step(builder, shape, batch)
+    print(steps_per_second(step, seconds))
+
+
+def measure(engine: str, kind: str, seconds: float) -> float:
+    out = subprocess.run([sys.executable, __file__, "--worker", engine, kind,
+                          "--seconds", str(seconds)], check=True, capture_output=True, text=True)
+    return float(out.stdout.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="timing window per row")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "WORKLOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker(*args.worker, args.seconds)
     try:
         import torch
-        torch.set_num_threads(THREADS)
     except ImportError:
         torch = None
 
     rows = []
-    for label, kind, builder, shape, batch, target in (
-            ("MLP 784-512-512-10, batch 128, Adam", "mlp", minidl_mlp, (784,), 128, 1.0),
-            ("LeNet-5 28x28, batch 64, Adam", "lenet", minidl_lenet, (1, 28, 28), 64, 0.7)):
-        ours = steps_per_second(minidl_step(builder, shape, batch), args.seconds)
-        theirs = steps_per_second(torch_step(kind, shape, batch), args.seconds) if torch else None
+    for label, kind, target in (("MLP 784-512-512-10, batch 128, Adam", "mlp", 1.0),
+                                ("LeNet-5 28x28, batch 64, Adam", "lenet", 0.7)):
+        ours = measure("minidl", kind, args.seconds)
+        theirs = measure("torch", kind, args.seconds) if torch else None
         rows.append((label, f"{ours:.1f} steps/s",
                      f"{theirs:.1f} steps/s" if theirs else "n/a",
                      f"{ours / theirs:.2f}x" if theirs else "n/a", f">= {target}x"))

@@ -16,3 +16,36 @@ from .creation import arange, ones, ones_like, rand, randn, zeros, zeros_like, f
 from . import nn, optim  # noqa: E402  (light: no kernels compile until used)
 
 __version__ = "0.1.0"
+
+from .io import (  # noqa: E402
+    CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError, MissingFileError,
+    UnsafeFileError, UnsupportedVersionError, load, load_model, save, save_model,
+)
+
+
+def export_onnx(model, path, example_input, **options):
+    """Export ``model`` to ONNX by tracing it on ``example_input`` (see :mod:`minidl.onnx`).
+
+    The ONNX package is imported here, on first use, never by ``import minidl``.
+    """
+    from .onnx import export_onnx as _export_onnx
+    return _export_onnx(model, path, example_input, **options)
+
+
+# Loaded on first access so that ``import minidl`` stays light.
+_LAZY = {
+    "Checkpoint": ("minidl.checkpoint", "Checkpoint"),
+    "CheckpointManager": ("minidl.checkpoint", "CheckpointManager"),
+    "fit": ("minidl.training", "fit"),
+    "Trainer": ("minidl.training", "Trainer"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'minidl' has no attribute {name!r}")
