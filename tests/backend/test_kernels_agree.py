@@ -77,6 +77,20 @@ def test_im2col_and_col2im_agree(case, dtype, seed):
     assert_agree(fast.col2im(grad_cols, x.shape, *geometry), ref.col2im(grad_cols, x.shape, *geometry), dtype)
 
 
+@pytest.mark.parametrize("parallel_min_work", [0, 1 << 60], ids=["threads", "one-thread"])
+def test_im2col_and_col2im_loops_agree_with_reference(monkeypatch, parallel_min_work):
+    # Small inputs take the single-thread loop; force each loop in turn on the same problem.
+    from minidl.backend.numba_cpu import conv as fast_conv
+
+    monkeypatch.setattr(fast_conv, "PARALLEL_MIN_WORK", parallel_min_work)
+    for dtype, stride in ((np.float32, (1, 1)), (np.float64, (2, 3))):
+        x = random_array(2, (3, 2, 9, 10), dtype)
+        geometry = ((3, 2), stride, (1, 2), (2, 1))
+        cols = ref.im2col(x, *geometry)
+        assert_agree(fast.im2col(x, *geometry), cols, dtype)
+        assert_agree(fast.col2im(cols, x.shape, *geometry), ref.col2im(cols, x.shape, *geometry), dtype)
+
+
 def test_im2col_accepts_non_contiguous_input():
     x = random_array(0, (2, 3, 6, 5), np.float64).transpose(0, 1, 3, 2)
     geometry = ((3, 2), (1, 2), (1, 0), (1, 1))

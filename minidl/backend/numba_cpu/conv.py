@@ -1,8 +1,9 @@
 """im2col / col2im as Numba kernels (same names and meaning as :mod:`minidl.backend.reference.conv`).
 
 NumPy can only build im2col out of kh*kw strided copies, each a pass over the whole batch. Here a
-single compiled pass fills the column matrix: one parallel task per (n, c) input plane, and for
-every kernel tap (i, j) it writes whole output rows contiguously. col2im is the same walk with the
+single compiled pass fills the column matrix: one task per (n, c) input plane (spread over threads
+when the batch is big enough), and for every kernel tap (i, j) it writes whole output rows
+contiguously. col2im is the same walk with the
 copy reversed into an add; since a task owns one input plane, no two threads ever add to the same
 cell and no atomics are needed.
 
@@ -36,53 +37,111 @@ def _valid_output_range(out_size, stride, offset, size):
     return lo, hi
 
 
-@njit(cache=True, parallel=True)
-def _im2col_kernel(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
-    n, c, height, width = x.shape
-    for plane in prange(n * c):
-        b = plane // c
-        ch = plane % c
-        for i in range(kh):
-            for j in range(kw):
-                row = (ch * kh + i) * kw + j  # (c, i, j) order of the column axis
-                col_offset = j * dw - pw
-                lo, hi = _valid_output_range(out_w, sw, col_offset, width)
-                for oh in range(out_h):
-                    ih = oh * sh - ph + i * dh
-                    base = oh * out_w
-                    if ih < 0 or ih >= height:
-                        for ow in range(out_w):
-                            cols[b, row, base + ow] = 0
-                        continue
-                    for ow in range(lo):
-                        cols[b, row, base + ow] = 0
-                    for ow in range(lo, hi):
-                        cols[b, row, base + ow] = x[b, ch, ih, ow * sw + col_offset]
-                    for ow in range(hi, out_w):
-                        cols[b, row, base + ow] = 0
+@njit(cache=True)
+def _im2col_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """Fill the kh*kw column rows that come from input plane (b, ch).
+
+    The loops index 1-D row views (one image row, one column row) rather than the 4-D and 3-D
+    arrays: the address arithmetic stays trivial and LLVM vectorises the innermost copy.
+    """
+    height, width = x.shape[2], x.shape[3]
+    for i in range(kh):
+        for j in range(kw):
+            column_row = cols[b, (ch * kh + i) * kw + j]  # (c, i, j) order of the column axis
+            col_offset = j * dw - pw
+            lo, hi = _valid_output_range(out_w, sw, col_offset, width)
+            for oh in range(out_h):
+                ih = oh * sh - ph + i * dh
+                base = oh * out_w
+                if ih < 0 or ih >= height:
+                    for ow in range(out_w):
+                        column_row[base + ow] = 0
+                    continue
+                if lo > 0:
+                    column_row[base : base + lo] = 0
+                # Unsigned offsets: Numba must handle a negative signed index by counting from the
+                # end, a per-element test that stops LLVM from vectorising the copy.
+                image_row = x[b, ch, ih]
+                source = np.uint64(lo * sw + col_offset)
+                target = np.uint64(base + lo)
+                count = np.uint64(hi - lo)
+                if sw == 1:
+                    for t in range(count):
+                        column_row[target + t] = image_row[source + t]
+                else:
+                    step = np.uint64(sw)
+                    for t in range(count):
+                        column_row[target + t] = image_row[source + t * step]
+                if hi < out_w:
+                    column_row[base + hi : base + out_w] = 0
+
+
+@njit(cache=True)
+def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    """Sum into input plane (b, ch) every column entry that was read from it."""
+    height, width = dx.shape[2], dx.shape[3]
+    for ih in range(height):
+        image_row = dx[b, ch, ih]
+        for iw in range(width):
+            image_row[iw] = 0
+    for i in range(kh):
+        for j in range(kw):
+            column_row = cols[b, (ch * kh + i) * kw + j]
+            col_offset = j * dw - pw
+            lo, hi = _valid_output_range(out_w, sw, col_offset, width)
+            for oh in range(out_h):
+                ih = oh * sh - ph + i * dh
+                if ih < 0 or ih >= height:
+                    continue  # this tap read padding: its gradient has nowhere to go
+                image_row = dx[b, ch, ih]
+                target = np.uint64(lo * sw + col_offset)
+                source = np.uint64(oh * out_w + lo)
+                count = np.uint64(hi - lo)
+                if sw == 1:
+                    for t in range(count):
+                        image_row[target + t] += column_row[source + t]
+                else:
+                    step = np.uint64(sw)
+                    for t in range(count):
+                        image_row[target + t * step] += column_row[source + t]
+
+
+# Each kernel comes as a serial and a parallel loop over the (n, c) planes. Starting threads
+# costs tens of microseconds (far more when the cores are busy with other work), so small
+# problems run on the calling thread; see PARALLEL_MIN_WORK.
+
+
+@njit(cache=True)
+def _im2col_serial(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    for plane in range(x.shape[0] * x.shape[1]):
+        b, ch = plane // x.shape[1], plane % x.shape[1]
+        _im2col_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
 
 
 @njit(cache=True, parallel=True)
-def _col2im_kernel(cols, dx, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
-    n, c, height, width = dx.shape
-    for plane in prange(n * c):
-        b = plane // c
-        ch = plane % c
-        for ih in range(height):
-            for iw in range(width):
-                dx[b, ch, ih, iw] = 0
-        for i in range(kh):
-            for j in range(kw):
-                row = (ch * kh + i) * kw + j
-                col_offset = j * dw - pw
-                lo, hi = _valid_output_range(out_w, sw, col_offset, width)
-                for oh in range(out_h):
-                    ih = oh * sh - ph + i * dh
-                    if ih < 0 or ih >= height:
-                        continue  # this tap read padding: its gradient has nowhere to go
-                    base = oh * out_w
-                    for ow in range(lo, hi):
-                        dx[b, ch, ih, ow * sw + col_offset] += cols[b, row, base + ow]
+def _im2col_parallel(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    for plane in prange(x.shape[0] * x.shape[1]):
+        b, ch = plane // x.shape[1], plane % x.shape[1]
+        _im2col_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+
+
+@njit(cache=True)
+def _col2im_serial(cols, dx, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    for plane in range(dx.shape[0] * dx.shape[1]):
+        b, ch = plane // dx.shape[1], plane % dx.shape[1]
+        _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+
+
+@njit(cache=True, parallel=True)
+def _col2im_parallel(cols, dx, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
+    # A task owns one input plane, so no two threads ever add to the same cell.
+    for plane in prange(dx.shape[0] * dx.shape[1]):
+        b, ch = plane // dx.shape[1], plane % dx.shape[1]
+        _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
+
+
+# Elements a kernel must touch before spreading it over threads pays for starting them.
+PARALLEL_MIN_WORK = 1 << 18
 
 
 def _geometry(x_shape, kernel_size, stride, padding, dilation):
@@ -107,7 +166,8 @@ def im2col(x: np.ndarray, kernel_size, stride, padding, dilation) -> np.ndarray:
     n, c = x.shape[:2]
     cols = np.empty((n, c * kh * kw, out_h * out_w), dtype=x.dtype)
     if cols.size:
-        _im2col_kernel(x, cols, *params)
+        kernel = _im2col_parallel if cols.size >= PARALLEL_MIN_WORK else _im2col_serial
+        kernel(x, cols, *params)
     return cols
 
 
@@ -120,5 +180,6 @@ def col2im(cols: np.ndarray, x_shape, kernel_size, stride, padding, dilation) ->
     cols = np.ascontiguousarray(cols).reshape(n, c * kh * kw, out_h * out_w)
     dx = np.empty(x_shape, dtype=cols.dtype)
     if dx.size:
-        _col2im_kernel(cols, dx, *params)
+        kernel = _col2im_parallel if cols.size >= PARALLEL_MIN_WORK else _col2im_serial
+        kernel(cols, dx, *params)
     return dx

@@ -28,13 +28,15 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# softmax over the last axis of a 2-D array; other axes are moved there by the wrappers
+# softmax over the last axis of a 2-D array; other axes are moved there by the wrappers.
+# Softmax and cross-entropy run on one thread: a classifier's (batch, classes) logits are a few
+# thousand numbers, less work than waking a thread pool costs.
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _softmax_rows(x, out, take_log):
     rows, width = x.shape
-    for r in prange(rows):
+    for r in range(rows):
         row_max = -np.inf
         for k in range(width):
             row_max = max(row_max, x[r, k])
@@ -75,10 +77,10 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 # softmax + cross-entropy
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, losses, log_probs):
     rows, num_classes = logits.shape
-    for r in prange(rows):
+    for r in range(rows):
         row_max = -np.inf
         for k in range(num_classes):
             row_max = max(row_max, logits[r, k])
@@ -98,11 +100,11 @@ def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, loss
             losses[r] = -(1.0 - smoothing) * log_probs[r, target] - smoothing / num_classes * sum_log_probs
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _cross_entropy_backward_kernel(grad_losses, log_probs, targets, ignore_index, smoothing, dlogits):
     rows, num_classes = log_probs.shape
     uniform = smoothing / num_classes
-    for r in prange(rows):
+    for r in range(rows):
         target = targets[r]
         if target == ignore_index:
             for k in range(num_classes):
