@@ -133,8 +133,14 @@ def cross_entropy(logits: Tensor, targets, reduction: str = "mean", ignore_index
         axes = (0,) + tuple(range(2, logits.ndim)) + (1,)
         logits = logits.permute(axes).reshape(-1, logits.shape[1])
     flat_targets = targets.data.reshape(-1).astype(np.int64, copy=False)
-    out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets, ignore_index=int(ignore_index),
-                                    label_smoothing=float(label_smoothing), reduction=reduction)
+    try:
+        out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets,
+                                        ignore_index=int(ignore_index),
+                                        label_smoothing=float(label_smoothing),
+                                        reduction=reduction)
+    except ValueError as error:  # the kernel's range check does not know the op or the shapes
+        raise ValueError(f"cross_entropy: {error} (logits of shape {logits.shape}, targets of "
+                         f"shape {targets.shape})") from None
     return out.reshape(spatial_shape) if reduction == "none" else out
 
 
@@ -171,7 +177,8 @@ def mse_loss(prediction: Tensor, target, reduction: str = "mean") -> Tensor:
 
 class BinaryCrossEntropyWithLogits(Function):
     """Per element: log(1 + e^x) - y·x, computed as max(x, 0) - x·y + log(1 + e^-|x|) so e^x
-    never overflows. Its derivative in x is σ(x) - y."""
+    never overflows. Its derivative in x is σ(x) - y, and in y it is -x (PyTorch differentiates
+    the target too, e.g. for soft labels produced by another network)."""
 
     def forward(self, x, y):
         be = self.backend
@@ -181,7 +188,7 @@ class BinaryCrossEntropyWithLogits(Function):
 
     def backward(self, grad):
         be = self.backend
-        return be.mul(grad, be.sub(be.sigmoid(self.x), self.y)), None
+        return be.mul(grad, be.sub(be.sigmoid(self.x), self.y)), be.neg(be.mul(grad, self.x))
 
 
 def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "mean") -> Tensor:
@@ -190,7 +197,7 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "m
     if target.shape != logits.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: logits of shape {logits.shape} and "
                          f"target of shape {target.shape} differ")
-    losses = BinaryCrossEntropyWithLogits.apply(logits, target.to(dtype=logits.dtype).detach())
+    losses = BinaryCrossEntropyWithLogits.apply(logits, target.to(dtype=logits.dtype))
     return _reduce_loss("binary_cross_entropy_with_logits", losses, reduction)
 
 
