@@ -62,6 +62,7 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
         raise RuntimeError("backward: the tensor does not require grad and has no graph "
                            "(was it computed under no_grad, or from tensors without requires_grad?)")
     backend = root.backend
+    implicit_grad = grad is None
     if grad is None:
         if root.numel() != 1:
             raise RuntimeError(f"backward: grad can be implicitly created only for a scalar "
@@ -74,13 +75,21 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
                              f"the output has shape {root.shape}")
 
     grads = {id(root): grad}
+    # ids of arrays already stored in some .grad during this pass; a grad the caller passed in
+    # counts as seen, since the caller still holds it.
+    handed_out = set() if implicit_grad else {id(grad)}
     for tensor in reversed(_topological_order(root)):
         grad = grads.pop(id(tensor), None)
         if grad is None:
             continue
         node = tensor._node
         if node is None or tensor._retains_grad:
-            tensor._accumulate_grad(grad)
+            # A leaf may keep the array itself (no copy) only if nobody else can see it: it must
+            # own its memory (not a view of a forward array) and not have gone to another leaf
+            # already (Add hands one array to both inputs).
+            exclusive = getattr(grad, "base", 0) is None and id(grad) not in handed_out
+            tensor._accumulate_grad(grad, exclusive)
+            handed_out.add(id(grad))
         if node is None:
             continue
         if node.released:

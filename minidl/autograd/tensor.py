@@ -202,11 +202,15 @@ class Tensor:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires a gradient."""
         engine.backward(self, grad, retain_graph=retain_graph)
 
-    def _accumulate_grad(self, grad) -> None:
-        grad = self.backend.astype(grad, self.dtype)
+    def _accumulate_grad(self, grad, exclusive: bool = False) -> None:
+        """Add ``grad`` into ``.grad``; ``exclusive`` means no one else holds that array."""
+        converted = self.backend.astype(grad, self.dtype)
         if self.grad is None:
-            # Own the array: backward rules may hand the same array to several inputs.
-            self.grad = Tensor._wrap(self.backend.copy(grad), self.device)
+            # .grad must own its array (users may scale it in place), so share only an array
+            # nobody else can see; copy anything else.
+            keep = exclusive and converted is grad and getattr(grad, "flags", None) is not None \
+                and grad.flags.writeable
+            self.grad = Tensor._wrap(grad if keep else self.backend.copy(converted), self.device)
         else:
             self.grad = Tensor._wrap(self.backend.add(self.grad.data, grad), self.device)
 
