@@ -1,0 +1,107 @@
+"""md.fit: the training loop, its history, callbacks and argument checks."""
+
+import numpy as np
+import pytest
+
+import minidl as md
+from minidl import nn, optim
+from minidl.data import ArrayDataset, DataReader
+from minidl.datasets import load_digits
+from minidl.training import Callback, EarlyStopping, ModelCheckpoint
+
+
+def small_digits_setup(seed=0, lr=1e-2):
+    md.manual_seed(seed)
+    x, y = load_digits("train")
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = optim.Adam(model.parameters(), lr=lr)
+    reader = DataReader(ArrayDataset(x, y), batch_size=64, shuffle=True, seed=seed)
+    return model, opt, reader
+
+
+def test_fit_learns_digits_and_records_one_history_row_per_epoch():
+    model, opt, reader = small_digits_setup()
+    test = load_digits("test")
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=4, val_data=test,
+                     progress=False)
+    assert len(history) == 4
+    assert history.steps == [len(reader) * (e + 1) for e in range(4)]
+    assert set(history.metrics) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert history["loss"][-1] < history["loss"][0]
+    assert history["val_accuracy"][-1] > 0.9
+
+
+def test_small_cnn_reaches_high_test_accuracy_on_digits():
+    md.manual_seed(0)
+    x, y = load_digits("train")
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    reader = DataReader(ArrayDataset(x, y), batch_size=32, shuffle=True, seed=0)
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=5, progress=False)
+    tx, ty = load_digits("test")
+    model.eval()
+    with md.no_grad():
+        accuracy = (model(md.tensor(tx)).argmax(axis=1).numpy() == ty).mean()
+    assert accuracy >= 0.93
+
+
+def test_steps_mode_stops_mid_epoch_and_records_the_partial_epoch():
+    model, opt, reader = small_digits_setup()
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, steps=5, progress=False)
+    assert reader.epoch == 0 and reader.position == 5 * 64
+    assert history.steps == [5]
+
+
+def test_scheduler_is_stepped_once_per_optimizer_step():
+    model, opt, reader = small_digits_setup()
+    sched = optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, steps=7, scheduler=sched, progress=False)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.25)
+
+
+def test_early_stopping_ends_the_run_when_the_metric_stops_improving():
+    class WorseningLoss(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            logs["val_loss"] = float(epoch)  # gets worse every epoch
+
+    model, opt, reader = small_digits_setup()
+    stopper = EarlyStopping(monitor="val_loss", patience=1)
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=10,
+                     callbacks=[WorseningLoss(), stopper], progress=False)
+    assert len(history) == 3 and stopper.stopped_epoch == 2
+
+
+def test_model_checkpoint_saves_only_improvements(tmp_path):
+    model, opt, reader = small_digits_setup()
+    saver = ModelCheckpoint(str(tmp_path / "best-{epoch}.mdl"), monitor="val_loss",
+                            save_best_only=True)
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=3, val_data=load_digits("test"),
+           callbacks=[saver], progress=False)
+    assert saver.saved and all((tmp_path / p).exists() for p in saver.saved)
+    reloaded = md.load_model(saver.saved[-1])
+    x = md.tensor(load_digits("test")[0][:5])
+    model.eval()
+    reloaded.eval()
+    if saver.saved[-1].endswith("best-3.mdl"):
+        np.testing.assert_array_equal(reloaded(x).numpy(), model(x).numpy())
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "exactly one of epochs= and steps="),
+    ({"epochs": 1, "steps": 1}, "exactly one of epochs= and steps="),
+    ({"steps": -1}, "steps must be >= 0"),
+    ({"epochs": 1, "callbacks": [object()]}, "Callback instances"),
+])
+def test_bad_arguments_are_named(options, message):
+    model, opt, reader = small_digits_setup()
+    with pytest.raises((ValueError, TypeError), match=message):
+        md.fit(model, nn.CrossEntropyLoss(), opt, reader, progress=False, **options)
+
+
+def test_plot_is_written_when_matplotlib_is_available(tmp_path):
+    pytest.importorskip("matplotlib")
+    model, opt, reader = small_digits_setup()
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=2, progress=False,
+           plot_path=tmp_path / "history.png")
+    assert (tmp_path / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
