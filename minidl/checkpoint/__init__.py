@@ -1,0 +1,19 @@
+"""Training checkpoints: save everything a run needs, resume bit-exact after any crash.
+
+* :class:`Checkpoint` (``checkpoint.py``) — named stateful objects plus the global RNG,
+  saved to and restored from one minidl file, restore all-or-nothing;
+* :class:`CheckpointManager` (``manager.py``) — a directory of checkpoints: when to save,
+  file names (``naming.py``), what to keep (``retention.py``), background saving
+  (``async_writer.py``) and resuming from the newest sound file.
+
+Everything here is built on :mod:`minidl.io` (the file format) and on the
+``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.
+"""
+
+from minidl.checkpoint.checkpoint import (
+    Checkpoint, RestoreInfo, StagedCheckpoint, StateMismatchError)
+from minidl.checkpoint.manager import CheckpointManager
+from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
+
+__all__ = ["Checkpoint", "CheckpointManager", "RestoreInfo", "StagedCheckpoint",
+           "StateMismatchError", "RetentionPolicy", "CheckpointRecord"]

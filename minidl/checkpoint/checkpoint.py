@@ -1,0 +1,289 @@
+"""``Checkpoint``: everything a training run needs to continue, in one minidl file.
+
+A checkpoint tracks named objects that follow minidl's state protocol (``state_dict()`` and
+``load_state_dict()``: modules, optimizers, schedulers, data readers, the user's own
+objects) and always the global random generator, so that dropout masks and shuffles after a
+resume are the ones the uninterrupted run would have drawn.
+
+Saving happens in two phases, which is what lets the manager save in the background:
+
+1. :meth:`Checkpoint.stage` runs in the caller's thread and takes a *snapshot*: every state
+   is copied (arrays included) into a :class:`StagedCheckpoint`.  Training may go on
+   changing the live objects as soon as it returns.
+2. :meth:`Checkpoint.write` turns the snapshot into a file through the io layer
+   (``kind="checkpoint"``), atomically: the file appears whole under its name, or not at all.
+
+Restoring is all-or-nothing.  The file is read and checked completely first (checksums,
+layout, every tracked name present, module shapes and the RNG state valid); only then are
+objects changed, each after a copy of its current state was put aside, so that if one of
+them still refuses its state the ones already loaded are rolled back.  Whatever goes wrong,
+the caller gets a :class:`~minidl.io.CheckpointError` naming the file, and every object
+(and the RNG) is as it was.
+
+Header layout (``metadata`` of the file; ``SPEC.md`` has the full description)::
+
+    {"checkpoint_format": 1,
+     "step": 120,
+     "metadata": {...},                  # the user's metadata (arrays become TensorRefs)
+     "objects": {"model": {...}, ...},   # each tracked object's state, in tracking order
+     "rng": {...},                       # minidl.get_rng_state()
+     "manager": {...}}                   # optional: what a CheckpointManager records
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minidl import random as md_random
+from minidl.checkpoint.state_tree import copy_state, from_storable, to_storable
+from minidl.io import (
+    CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
+from minidl.nn.module import Module
+
+CHECKPOINT_KIND = "checkpoint"
+CHECKPOINT_FORMAT = 1
+_REQUIRED_FIELDS = ("checkpoint_format", "step", "metadata", "objects", "rng")
+
+
+class StateMismatchError(CheckpointError):
+    """The file is sound but does not fit the tracked objects (a name missing or unexpected,
+    a shape that differs, a state an object refuses)."""
+
+
+@dataclass
+class RestoreInfo:
+    """What :meth:`Checkpoint.restore` restored, and from where."""
+
+    path: str
+    step: int
+    metadata: dict
+    restored: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
+    manager: dict = field(default_factory=dict)
+
+
+@dataclass
+class StagedCheckpoint:
+    """A checkpoint copied out of the live objects, ready to be written by any thread.
+
+    ``header`` is the file's metadata tree (with TensorRefs) and ``tensors`` the arrays it
+    refers to; neither shares memory with the objects that were staged.
+    """
+
+    step: int
+    epoch: int | None
+    header: dict
+    tensors: dict[str, np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of array data the file will hold."""
+        return sum(a.nbytes for a in self.tensors.values())
+
+
+def _check_step(step) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ValueError(f"step must be a non-negative integer, got {step!r}")
+    return int(step)
+
+
+def _epoch_of(obj) -> int | None:
+    epoch = getattr(obj, "epoch", None)
+    if isinstance(epoch, (int, np.integer)) and not isinstance(epoch, bool):
+        return int(epoch)
+    return None
+
+
+class Checkpoint:
+    """Saves and restores named stateful objects, plus the global RNG, as one file.
+
+    ``Checkpoint(model=model, optimizer=opt, scheduler=sched, reader=reader)``: every value
+    must have ``state_dict()`` and ``load_state_dict(state)``.
+    """
+
+    def __init__(self, **objects):
+        for name, obj in objects.items():
+            if not (callable(getattr(obj, "state_dict", None))
+                    and callable(getattr(obj, "load_state_dict", None))):
+                raise TypeError(f"Checkpoint: {name!r} is a {type(obj).__name__}, which lacks "
+                                "state_dict()/load_state_dict()")
+        self._objects = dict(objects)
+
+    @property
+    def objects(self) -> dict:
+        """The tracked objects by name (a copy of the mapping; the objects themselves)."""
+        return dict(self._objects)
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch of the first tracked object that has one (a data reader), else None."""
+        for obj in self._objects.values():
+            epoch = _epoch_of(obj)
+            if epoch is not None:
+                return epoch
+        return None
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({', '.join(self._objects)})"
+
+    # -- saving ----------------------------------------------------------------------------------
+
+    def stage(self, step: int = 0, metadata: dict | None = None,
+              manager: dict | None = None) -> StagedCheckpoint:
+        """Snapshot every tracked object and the RNG (copies; safe to write from another thread).
+
+        ``manager`` is extra plain data stored under the header's ``"manager"`` field.
+        """
+        step = _check_step(step)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        states = {name: to_storable(obj.state_dict(), name) for name, obj in self._objects.items()}
+        user = to_storable(metadata or {}, "metadata")
+        # One encode for everything gives every array a unique, readable tensor name
+        # ("objects/model/0.weight") that says where it belongs.
+        tree, tensors = encode_value({"metadata": user, "objects": states})
+        header = {"checkpoint_format": CHECKPOINT_FORMAT, "step": step,
+                  "metadata": tree["metadata"], "objects": tree["objects"],
+                  "rng": md_random.get_rng_state()}
+        if manager:
+            header["manager"] = to_storable(manager, "manager")
+        return StagedCheckpoint(step, self.epoch, header, tensors)
+
+    @staticmethod
+    def write(path, staged: StagedCheckpoint, *, key: bytes | None = None) -> str:
+        """Write a staged checkpoint to ``path`` atomically; returns the path."""
+        path = os.fspath(path)
+        write_file(path, staged.header, staged.tensors, kind=CHECKPOINT_KIND, key=key)
+        return path
+
+    def save(self, path, step: int = 0, metadata: dict | None = None, *,
+             key: bytes | None = None) -> str:
+        """Save every tracked object, the RNG, ``step`` and ``metadata`` to ``path``.
+
+        The file appears complete or not at all (a crash leaves the previous file, if any).
+        ``key`` (16/24/32 bytes) encrypts it.  Returns the path.
+        """
+        return self.write(path, self.stage(step, metadata), key=key)
+
+    # -- restoring -------------------------------------------------------------------------------
+
+    def restore(self, path, *, key: bytes | None = None, strict: bool = True) -> RestoreInfo:
+        """Load every tracked object and the RNG from ``path``: all of them, or none.
+
+        With ``strict`` (the default) objects in the file that are not tracked are an error;
+        ``strict=False`` ignores them (they are listed in ``info.skipped``).  Tracked objects
+        missing from the file are always an error.  Raises ``CheckpointError`` (or a subclass)
+        naming the file for every problem; nothing else escapes.
+        """
+        path = os.fspath(path)
+        try:
+            plan = self._read_and_check(path, key, strict)
+            self._apply(path, plan)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # a promise of the API: one except clause suffices
+            raise CheckpointError(path, f"cannot restore: {type(exc).__name__}: {exc}") from exc
+        return plan["info"]
+
+    def _read_and_check(self, path: str, key, strict: bool) -> dict:
+        metadata, tensors = read_file(path, key=key, kind=CHECKPOINT_KIND)
+        missing_fields = [f for f in _REQUIRED_FIELDS if f not in metadata]
+        if missing_fields:
+            raise CorruptFileError(path, f"checkpoint header lacks {', '.join(missing_fields)}")
+        if metadata["checkpoint_format"] != CHECKPOINT_FORMAT:
+            raise CorruptFileError(path, f"unknown checkpoint_format "
+                                         f"{metadata['checkpoint_format']!r}")
+        step = metadata["step"]
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise CorruptFileError(path, f"checkpoint step {step!r} is not a non-negative integer")
+        if not isinstance(metadata["objects"], dict) or not isinstance(metadata["rng"], dict):
+            raise CorruptFileError(path, "checkpoint fields 'objects' and 'rng' must be maps")
+        decoded = decode_value(path, {"metadata": metadata["metadata"],
+                                      "objects": metadata["objects"]}, tensors)
+        try:
+            states = {name: from_storable(tree) for name, tree in decoded["objects"].items()}
+            user_metadata = from_storable(decoded["metadata"])
+            manager = from_storable(metadata.get("manager", {}))
+        except ValueError as exc:
+            raise CorruptFileError(path, str(exc)) from None
+
+        missing = [name for name in self._objects if name not in states]
+        unexpected = [name for name in states if name not in self._objects]
+        if missing:
+            raise StateMismatchError(path, f"holds no state for tracked object(s) "
+                                           f"{', '.join(missing)} (it has: {', '.join(states)})")
+        if unexpected and strict:
+            raise StateMismatchError(path, f"holds object(s) {', '.join(unexpected)} that are not "
+                                           "tracked; track them, or pass strict=False to skip them")
+        try:  # dry run on a scratch generator: the global one must not change yet
+            md_random.Generator().set_state(metadata["rng"])
+        except ValueError as exc:
+            raise CorruptFileError(path, f"saved RNG state is invalid: {exc}") from None
+        for name, obj in self._objects.items():
+            if isinstance(obj, Module):
+                _check_module_state(path, name, obj, states[name])
+        info = RestoreInfo(path, step, user_metadata, tuple(self._objects), tuple(unexpected),
+                           manager if isinstance(manager, dict) else {})
+        return {"states": states, "rng": metadata["rng"], "info": info}
+
+    def _apply(self, path: str, plan: dict) -> None:
+        # All snapshots first: loading one object may touch another (a user object holding a
+        # reference to the model), and the rollback must return to the state before restore.
+        snapshots = {name: copy_state(obj.state_dict()) for name, obj in self._objects.items()}
+        rng_before = md_random.get_rng_state()
+        loaded = []
+        for name, obj in self._objects.items():
+            loaded.append(name)
+            try:
+                obj.load_state_dict(plan["states"][name])
+            except Exception as exc:
+                problems = self._roll_back(loaded, snapshots)
+                note = f"; rolling back also failed for {', '.join(problems)}" if problems else ""
+                raise StateMismatchError(
+                    path, f"object {name!r} refused its saved state ({type(exc).__name__}: "
+                          f"{exc}); nothing was restored{note}") from exc
+        try:
+            md_random.set_rng_state(plan["rng"])
+        except Exception as exc:  # validated above, so only a bug gets here; still roll back
+            self._roll_back(loaded, snapshots)
+            md_random.set_rng_state(rng_before)
+            raise CorruptFileError(path, f"saved RNG state is invalid: {exc}") from exc
+
+    def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
+        failed = []
+        for name in reversed(names):
+            try:
+                self._objects[name].load_state_dict(snapshots[name])
+            except Exception:
+                failed.append(name)
+        return failed
+
+
+def _check_module_state(path: str, name: str, module: Module, state) -> None:
+    """The checks ``Module.load_state_dict`` makes, done before any object is touched."""
+    if not isinstance(state, dict):
+        raise StateMismatchError(path, f"state of module {name!r} is not a map")
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    problems = []
+    for k, target in own.items():
+        value = state.get(k)
+        if k not in state:
+            continue
+        if not isinstance(value, np.ndarray):
+            problems.append(f"{k}: saved as {type(value).__name__}, not an array")
+        elif value.shape != target.shape:
+            problems.append(f"{k}: shape {value.shape} in the file, {target.shape} in the model")
+        elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
+            problems.append(f"{k}: dtype {value.dtype} in the file cannot go into {target.dtype}")
+    if missing:
+        problems.insert(0, f"missing {', '.join(missing)}")
+    if unexpected:
+        problems.insert(0, f"unexpected {', '.join(unexpected)}")
+    if problems:
+        raise StateMismatchError(path, f"module {name!r} does not match the saved state: "
+                                       + "; ".join(problems))

@@ -1,0 +1,276 @@
+"""``CheckpointManager``: when to save, where, what to keep, and where to resume from.
+
+The manager owns a directory of checkpoints of one run (one file name prefix):
+
+* **when** — ``maybe_save(step)`` saves every ``save_every_steps`` steps and/or every
+  ``save_every_seconds`` of the clock; ``save(step)`` saves unconditionally;
+* **where** — names that carry the step and epoch (see :mod:`minidl.checkpoint.naming`);
+* **what to keep** — the policies of :mod:`minidl.checkpoint.retention`, applied after
+  every committed save, so the directory never holds more than they allow;
+* **resume** — ``restore_latest()`` loads the newest *sound* checkpoint: one that fails
+  to read (damaged, truncated) is reported with a warning and the next older one is tried.
+
+There is no index file: the directory listing and each file's header (step, the clock
+time of the save, its metrics) are the truth, re-read when the manager starts, so a crash
+at any moment cannot leave an index that disagrees with the files.  The hidden temporary
+files of saves that were interrupted are never mistaken for checkpoints, and are removed.
+
+With ``async_save=True`` the snapshot is taken in the caller's thread (so it is exactly
+the state at ``step``) and written by a :class:`~minidl.checkpoint.async_writer.
+BackgroundWriter` while training continues.  In data-parallel training every rank builds
+the manager, and only the one with ``is_writer=True`` (rank 0) touches the directory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import warnings
+
+from minidl.checkpoint import naming
+from minidl.checkpoint.async_writer import BackgroundWriter
+from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
+from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
+from minidl.io import CheckpointError, CorruptFileError, MissingFileError, read_header
+
+
+def _plain_metrics(metrics) -> dict:
+    """Metrics as {str: float}: what the header stores and keep_best ranks by."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, dict):
+        raise TypeError(f"metrics must be a dict of numbers, got {type(metrics).__name__}")
+    plain = {}
+    for name, value in metrics.items():
+        if not isinstance(name, str):
+            raise TypeError(f"metric names must be str, got {name!r}")
+        item = getattr(value, "item", None)  # a Tensor or NumPy scalar
+        plain[name] = float(item() if callable(item) else value)
+    return plain
+
+
+def _check_interval(name: str, value, integer: bool):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+            or (integer and not isinstance(value, int)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"{name} must be {kind} or None, got {value!r}")
+    return value
+
+
+class CheckpointManager:
+    """Saves a :class:`~minidl.checkpoint.Checkpoint` into ``directory`` on a schedule, keeps
+    the files its policies ask for, and resumes from the newest sound one.
+
+    ``resume=False`` starts a new run beside existing ones: when the directory already has
+    checkpoints with ``prefix``, this run writes under ``prefix_N`` and never touches them.
+    ``clock`` (seconds, like ``time.time``) may be replaced, e.g. by a fake one in tests.
+    ``key`` encrypts the files (and is needed to read them).
+    """
+
+    def __init__(self, checkpoint: Checkpoint, directory, prefix: str = "ckpt",
+                 max_to_keep: int | None = 5, keep_every_n_minutes: float | None = None,
+                 save_every_steps: int | None = None, save_every_seconds: float | None = None,
+                 monitor: str | None = None, mode: str = "min", keep_best: int | None = None,
+                 async_save: bool = False, is_writer: bool = True, clock=time.time,
+                 resume: bool = True, key: bytes | None = None):
+        if not isinstance(checkpoint, Checkpoint):
+            raise TypeError(f"CheckpointManager needs a Checkpoint, got {type(checkpoint).__name__}")
+        self.checkpoint = checkpoint
+        self.directory = os.fspath(directory)
+        self.policy = RetentionPolicy(max_to_keep, keep_every_n_minutes, monitor, mode, keep_best)
+        self.save_every_steps = _check_interval("save_every_steps", save_every_steps, True)
+        self.save_every_seconds = _check_interval("save_every_seconds", save_every_seconds, False)
+        self.is_writer = bool(is_writer)
+        self.clock = clock
+        self.key = key
+        self.last_restored: RestoreInfo | None = None
+        self._lock = threading.Lock()  # guards _records against the background writer
+        self._writer = BackgroundWriter() if async_save else None
+
+        naming.check_prefix(prefix)
+        names = self._list_directory()
+        self.prefix = prefix if resume else naming.fresh_prefix(prefix, names)
+        if self.is_writer:
+            os.makedirs(self.directory, exist_ok=True)
+            self._remove_leftovers(names)
+        self._records = self._scan(names)
+        self._last_saved_step = self._records[-1].step if self._records else 0
+        self._last_save_time = self.clock()
+
+    # -- what is on disk -------------------------------------------------------------------------
+
+    def _list_directory(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return []
+
+    def _remove_leftovers(self, names: list[str]) -> None:
+        for name in names:
+            if naming.is_leftover_temp(self.prefix, name):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except OSError:
+                    pass  # already gone, or not ours to remove: it is ignored either way
+
+    def _scan(self, names: list[str]) -> list[CheckpointRecord]:
+        records = []
+        for name in names:
+            parsed = naming.parse_name(self.prefix, name)
+            if parsed is None:
+                continue
+            path = os.path.join(self.directory, name)
+            record = CheckpointRecord(path, parsed.step, parsed.epoch)
+            try:
+                saved_by_manager = read_header(path, key=self.key).metadata.get("manager", {})
+            except CheckpointError:
+                saved_by_manager = {}  # unreadable: restore_latest will report and skip it
+            if isinstance(saved_by_manager, dict):
+                saved_time = saved_by_manager.get("time")
+                if isinstance(saved_time, (int, float)) and not isinstance(saved_time, bool) \
+                        and math.isfinite(saved_time):
+                    record.time = float(saved_time)
+                metrics = saved_by_manager.get("metrics")
+                if isinstance(metrics, dict):
+                    record.metrics = metrics
+            records.append(record)
+        records.sort(key=lambda r: (r.step, r.path))
+        return records
+
+    def _refresh(self) -> None:
+        with self._lock:
+            self._records = self._scan(self._list_directory())
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Paths of the committed checkpoints of this run, oldest (lowest step) first."""
+        with self._lock:
+            return [r.path for r in self._records]
+
+    @property
+    def latest(self) -> str | None:
+        """Path of the newest committed checkpoint, or None."""
+        with self._lock:
+            return self._records[-1].path if self._records else None
+
+    @property
+    def best(self) -> str | None:
+        """Path of the best checkpoint by ``monitor`` and ``mode``, or None."""
+        with self._lock:
+            ranked = self.policy.ranked_best(self._records)
+        return ranked[0].path if ranked else None
+
+    # -- saving ----------------------------------------------------------------------------------
+
+    def _raise_background_error(self) -> None:
+        if self._writer is not None:
+            self._writer.raise_pending()
+
+    def maybe_save(self, step: int, metrics: dict | None = None) -> str | None:
+        """Save if ``save_every_steps`` steps or ``save_every_seconds`` seconds have passed
+        since the last save; returns the new checkpoint's path, or None."""
+        self._raise_background_error()
+        due_by_steps = (self.save_every_steps is not None
+                        and step - self._last_saved_step >= self.save_every_steps)
+        due_by_time = (self.save_every_seconds is not None
+                       and self.clock() - self._last_save_time >= self.save_every_seconds)
+        if not (due_by_steps or due_by_time) or step == self._last_saved_step:
+            return None
+        return self.save(step, metrics)
+
+    def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None) -> str | None:
+        """Save now; returns the path (None on ranks that are not the writer).
+
+        With ``async_save`` this returns once the state is snapshotted; the file is
+        committed in the background (``wait()`` blocks until it is).
+        """
+        self._raise_background_error()
+        now = self.clock()
+        metrics = _plain_metrics(metrics)
+        if not self.is_writer:
+            self._last_saved_step, self._last_save_time = step, now
+            return None
+        staged = self.checkpoint.stage(step, metadata,
+                                       manager={"time": float(now), "metrics": metrics})
+        self._last_saved_step, self._last_save_time = step, now
+        path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
+                                                             staged.epoch))
+        record = CheckpointRecord(path, staged.step, staged.epoch, float(now), metrics)
+        if self._writer is None:
+            self._write_and_commit(staged, record)
+        else:
+            self._writer.submit(lambda: self._write_and_commit(staged, record))
+        return path
+
+    def _write_and_commit(self, staged: StagedCheckpoint, record: CheckpointRecord) -> None:
+        Checkpoint.write(record.path, staged, key=self.key)
+        with self._lock:
+            self._records = [r for r in self._records if r.path != record.path] + [record]
+            self._records.sort(key=lambda r: (r.step, r.path))
+            keep = self.policy.to_keep(self._records)
+            # Forget a file before deleting it: if deletion is interrupted, the worst case is
+            # a stale extra checkpoint that the next scan finds, never a record without a file.
+            doomed = [r for r in self._records if r.path not in keep]
+            self._records = [r for r in self._records if r.path in keep]
+        for record in doomed:
+            try:
+                os.remove(record.path)
+            except FileNotFoundError:
+                pass
+
+    def wait(self) -> None:
+        """Block until every background save is committed; raise a background error."""
+        if self._writer is not None:
+            self._writer.wait()
+
+    # -- restoring -------------------------------------------------------------------------------
+
+    def restore_latest(self, strict: bool = True) -> int | None:
+        """Restore the newest sound checkpoint; returns its step, or None when there is none.
+
+        A checkpoint that cannot be read (damaged, truncated, vanished) is skipped with a
+        warning.  A file that is sound but does not fit the tracked objects, or a wrong key,
+        is an error (older files would not fit either).  Raises ``CheckpointError`` when
+        checkpoints exist but none of them is sound.
+        """
+        self.wait()
+        self._refresh()
+        with self._lock:
+            candidates = list(reversed(self._records))
+        return self._restore_first_sound(candidates, strict, "newest")
+
+    def restore_best(self, strict: bool = True) -> int | None:
+        """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""
+        if self.policy.monitor is None:
+            raise ValueError("restore_best needs the manager to have monitor=")
+        self.wait()
+        self._refresh()
+        with self._lock:
+            candidates = self.policy.ranked_best(self._records)
+        return self._restore_first_sound(candidates, strict, "best")
+
+    def _restore_first_sound(self, candidates: list[CheckpointRecord], strict: bool,
+                             which: str) -> int | None:
+        if not candidates:
+            return None
+        for record in candidates:
+            try:
+                info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
+            except (CorruptFileError, MissingFileError) as exc:
+                warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
+                              RuntimeWarning, stacklevel=3)
+                continue
+            self.last_restored = info
+            self._last_saved_step, self._last_save_time = info.step, self.clock()
+            return info.step
+        raise CheckpointError(self.directory, f"none of the {len(candidates)} checkpoint(s) "
+                                              f"'{self.prefix}-*' can be read (the {which} was "
+                                              f"{os.path.basename(candidates[0].path)})")
+
+    def __repr__(self) -> str:
+        return (f"CheckpointManager({self.directory!r}, prefix={self.prefix!r}, "
+                f"{len(self.checkpoints)} checkpoint(s))")
