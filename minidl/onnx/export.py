@@ -1,0 +1,191 @@
+"""``export_onnx``: run the model once on an example input and write what it computed as ONNX.
+
+Export is tracing. While the model runs on the example, the tracing hook
+(:mod:`minidl.autograd.tracing`) reports every layer call and every op to an :class:`OnnxTracer`,
+which appends the matching ONNX nodes (see :mod:`.export_ops` and :mod:`.export_layers`).
+Tensors that no op produced — weights, buffers, constants — become initializers, named by their
+``state_dict`` names where they have one. The model runs in evaluation mode (dropout off, batch
+norm on its running statistics) and gets its own mode back afterwards.
+
+Opset
+-----
+``DEFAULT_OPSET`` is 21. Every op the exporter emits has its current meaning at 21 (ONNX's own
+``Gelu`` arrived in 20; reductions take their axes as an input since 18), and onnxruntime has a
+CPU kernel for each of them there. onnxruntime 1.31 also runs 22 through 26, where these ops
+only gained new element types (bfloat16, float8/float4), and refuses 27+; so a newer default
+would buy nothing for the graphs written here while shutting out every runtime older than the
+newest. ``opset=`` accepts 18 up to what the installed ``onnx`` knows; below 20, GELU is written
+with ``Erf`` (its definition).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..autograd import tracing
+from ..autograd.grad_mode import no_grad
+from ..autograd.tensor import Tensor
+from .dtypes import onnx_code
+from .errors import UnsupportedOperatorError
+from .export_layers import LAYER_EXPORTERS
+from .export_ops import FUNCTION_EXPORTERS
+from .graph_builder import GraphBuilder
+
+DEFAULT_OPSET = 21
+MIN_OPSET = 18
+BATCH_DIM = "batch"
+
+
+class OnnxTracer:
+    """Receives the tracing hook's reports and turns them into nodes of a GraphBuilder."""
+
+    def __init__(self, builder: GraphBuilder):
+        self.builder = builder
+
+    def on_module(self, module, args, kwargs, run):
+        exporter = LAYER_EXPORTERS.get(type(module))
+        if exporter is None or kwargs:
+            return run()  # containers and users' modules: their ops report themselves
+        return exporter(self.builder, module, args, run)
+
+    def on_function(self, function_class, inputs, attrs, output):
+        exporter = FUNCTION_EXPORTERS.get(function_class)
+        try:
+            if exporter is None:
+                raise UnsupportedOperatorError(function_class.__name__,
+                                               [function_class.__name__])
+            exporter(self.builder, inputs, attrs, output)
+        except UnsupportedOperatorError as error:
+            # Keep tracing so that one error lists every op without a mapping.
+            self.builder.unsupported.update(error.operators)
+            self.builder.bind(output, self.builder.fresh_name("unsupported"), None)
+
+
+def _as_tensors(value, what: str) -> tuple:
+    values = (value,) if isinstance(value, Tensor) else value
+    if not isinstance(values, (tuple, list)) or not values or \
+            not all(isinstance(v, Tensor) for v in values):
+        raise TypeError(f"export_onnx: {what} must be a Tensor or a tuple/list of Tensors, got "
+                        f"{type(value).__name__}")
+    return tuple(values)
+
+
+def _default_names(count: int, stem: str, given) -> list:
+    if given is None:
+        return [stem] if count == 1 else [f"{stem}_{i}" for i in range(count)]
+    given = [str(n) for n in given]
+    if len(given) != count or len(set(given)) != count:
+        raise ValueError(f"export_onnx: expected {count} distinct {stem} names, got {given}")
+    return given
+
+
+def _value_info(name: str, tensor: Tensor, batch_axis):
+    from onnx import helper
+
+    dims = [BATCH_DIM if i == batch_axis else int(n) for i, n in enumerate(tensor.shape)]
+    return helper.make_tensor_value_info(name, onnx_code(tensor.dtype), dims)
+
+
+def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, output_names):
+    """Trace ``model`` on ``inputs``; returns the onnx GraphProto's parts and the initializers."""
+    from onnx import helper
+
+    state_names = {}
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        state_names.setdefault(id(tensor), name)
+        state_names.setdefault(id(tensor.data), name)
+    builder = GraphBuilder(opset, state_names)
+    in_names = _default_names(len(inputs), "input", input_names)
+    for name in output_names or ():
+        builder.fresh_name(str(name))  # reserved: no internal value may take an output's name
+    for name, tensor in zip(in_names, inputs):
+        builder.fresh_name(name)
+        builder.bind(tensor, name, 0 if dynamic_batch and tensor.ndim > 0 else None)
+
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        with no_grad(), tracing.tracing(OnnxTracer(builder)):
+            outputs = model(*inputs)
+    finally:
+        for module, training in modes:
+            object.__setattr__(module, "training", training)
+    if builder.unsupported:
+        listed = ", ".join(sorted(builder.unsupported))
+        raise UnsupportedOperatorError(f"export_onnx: no ONNX mapping for: {listed}",
+                                       builder.unsupported)
+
+    outputs = _as_tensors(outputs, "the model's output")
+    out_names = _default_names(len(outputs), "output", output_names)
+    out_infos = []
+    for final, tensor in zip(out_names, outputs):
+        source = builder.name_of(tensor)
+        axis = builder.batch_axis[source]
+        # Always an Identity: the output then has its own name even when it is a graph input,
+        # a weight, or the same value as another output.
+        builder.nodes.append(helper.make_node("Identity", [source], [final],
+                                              name=builder.fresh_name(f"node_{final}")))
+        out_infos.append(_value_info(final, tensor, axis))
+    in_infos = [_value_info(name, tensor, builder.batch_axis[name])
+                for name, tensor in zip(in_names, inputs)]
+    return builder, in_infos, out_infos
+
+
+def export_onnx(model, path, example_input, opset: int | None = None,
+                dynamic_batch: bool = True, input_names=None, output_names=None,
+                external_data_threshold: int | None = None) -> None:
+    """Write ``model`` as an ONNX file at ``path``, traced on ``example_input``.
+
+    ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
+    the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
+    every input and output is the symbolic dimension "batch", so the file runs at any batch size.
+    Weights of at least ``external_data_threshold`` bytes go to a side file ``<name>.data``
+    beside the model (by default only when the weights would not fit in one 2 GB protobuf).
+    Raises :class:`UnsupportedOperatorError` naming every op that has no ONNX mapping.
+    The file is replaced atomically: a failed export leaves any previous file untouched.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from .. import __version__
+    from .external_data import plan_external, write_side_file
+
+    opset = DEFAULT_OPSET if opset is None else int(opset)
+    if not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
+        raise ValueError(f"export_onnx: opset must be between {MIN_OPSET} and "
+                         f"{onnx.defs.onnx_opset_version()}, got {opset}")
+    inputs = _as_tensors(example_input, "example_input")
+    builder, in_infos, out_infos = trace_graph(model, inputs, opset, dynamic_batch,
+                                               input_names, output_names)
+
+    path = os.fspath(path)
+    arrays = builder.initializers
+    external = [name for name in arrays if name in plan_external(arrays, external_data_threshold)]
+    placements = write_side_file(path, arrays, external) if external else {}
+    initializers = []
+    for name, array in arrays.items():
+        if name in placements:
+            location, offset, length = placements[name]
+            tensor = onnx.TensorProto(name=name, data_type=onnx_code(array.dtype),
+                                      dims=list(array.shape))
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(offset)),
+                               ("length", str(length))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+        else:
+            tensor = numpy_helper.from_array(np.asarray(array), name)
+        initializers.append(tensor)
+
+    graph = helper.make_graph(builder.nodes, type(model).__name__, in_infos, out_infos,
+                              initializer=initializers)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="minidl", producer_version=__version__)
+    proto.ir_version = helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
+
+    from ..io.atomic import write_atomically
+
+    data = proto.SerializeToString()
+    write_atomically(path, lambda file: file.write(data))

@@ -1,0 +1,321 @@
+"""How each minidl op (a ``Function`` subclass) is written as ONNX nodes.
+
+``FUNCTION_EXPORTERS`` maps an op class to ``exporter(builder, inputs, attrs, output)``, called
+right after the op ran during the trace: ``inputs`` are its input Tensors, ``attrs`` the keyword
+arguments ``apply`` received, ``output`` the Tensor it produced. The exporter appends the nodes
+that compute ``output`` from the inputs' ONNX values and binds ``output`` to its ONNX name.
+
+Ops with no entry here (losses, for instance: they have no place in an inference graph) are
+collected by the tracer and reported all together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops import conv, elementwise as ew, linalg, nn_ops, pool, reduction, shape
+from . import batch_axis as batch
+from .dtypes import onnx_code
+from .errors import UnsupportedOperatorError
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -2**63
+
+
+def _names(builder, inputs):
+    return [builder.name_of(t) for t in inputs]
+
+
+def _elementwise(onnx_op):
+    """Exporter of an op that ONNX has under the same broadcasting rules (NumPy's)."""
+    def export(builder, inputs, attrs, output):
+        names = _names(builder, inputs)
+        axis = batch.after_broadcast(
+            [(builder.batch_axis[n], t.ndim) for n, t in zip(names, inputs)], output.ndim)
+        builder.emit(onnx_op, names, output, axis)
+    return export
+
+
+def _export_pow_scalar(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    exponent = builder.constant(np.asarray(attrs["exponent"], inputs[0].dtype), "exponent")
+    builder.emit("Pow", [x, exponent], output, builder.batch_axis[x])
+
+
+def _export_gelu(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    approximate = attrs.get("approximate", "none")
+    if builder.opset >= 20:
+        builder.emit("Gelu", [x], output, builder.batch_axis[x], approximate=approximate)
+        return
+    # Before opset 20 ONNX has no Gelu: write its definition out.
+    dtype = inputs[0].dtype
+    c = lambda value, hint: builder.constant(np.asarray(value, dtype), hint)  # noqa: E731
+    if approximate == "tanh":
+        # ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+        cube = builder.add_node("Mul", [x, builder.add_node("Mul", [x, x])])
+        inner = builder.add_node("Add", [x, builder.add_node("Mul", [cube, c(0.044715, "k")])])
+        scaled = builder.add_node("Mul", [inner, c(math.sqrt(2 / math.pi), "sqrt_2_over_pi")])
+        phi = builder.add_node("Add", [builder.add_node("Tanh", [scaled]), c(1.0, "one")])
+    else:
+        # ½x(1 + erf(x/√2))
+        phi = builder.add_node("Add", [builder.add_node(
+            "Erf", [builder.add_node("Div", [x, c(math.sqrt(2.0), "sqrt_2")])]), c(1.0, "one")])
+    half_x = builder.add_node("Mul", [x, c(0.5, "half")])
+    builder.emit("Mul", [half_x, phi], output, builder.batch_axis[x])
+
+
+def _export_clamp(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    dtype = inputs[0].dtype
+    bounds = ["" if attrs.get(key) is None else builder.constant(np.asarray(attrs[key], dtype), key)
+              for key in ("low", "high")]
+    builder.emit("Clip", [x] + bounds, output, builder.batch_axis[x])
+
+
+def _reduction(onnx_op):
+    def export(builder, inputs, attrs, output):
+        (x,) = _names(builder, inputs)
+        axes, keepdims = attrs["axes"], bool(attrs["keepdims"])
+        operands = [x] if axes is None else [x, builder.int64s(axes, "axes")]
+        axis = batch.after_reduction(builder.batch_axis[x], axes, keepdims)
+        builder.emit(onnx_op, operands, output, axis, keepdims=int(keepdims))
+    return export
+
+
+def _export_extremum(builder, inputs, attrs, output):
+    op = {"max": "ReduceMax", "min": "ReduceMin"}[attrs["primitive"]]
+    _reduction(op)(builder, inputs, attrs, output)
+
+
+def _export_reshape(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    target, axis = batch.reshape_target(inputs[0].shape, output.shape, builder.batch_axis[x])
+    builder.emit("Reshape", [x, builder.int64s(target, "shape")], output, axis)
+
+
+def _export_permute(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    perm = [int(a) for a in attrs["axes"]]
+    old = builder.batch_axis[x]
+    builder.emit("Transpose", [x], output, None if old is None else perm.index(old), perm=perm)
+
+
+def _export_broadcast_to(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    target = [int(n) for n in output.shape]
+    axis = batch.after_broadcast([(builder.batch_axis[x], inputs[0].ndim)], output.ndim)
+    if axis is not None:
+        target[axis] = 1  # Expand broadcasts both ways: 1 keeps whatever the batch is
+    builder.emit("Expand", [x, builder.int64s(target, "shape")], output, axis)
+
+
+def _export_concatenate(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    axis = next((builder.batch_axis[n] for n in names if builder.batch_axis[n] is not None), None)
+    builder.emit("Concat", names, output, axis, axis=int(attrs["axis"]))
+
+
+def _export_where(builder, inputs, attrs, output):
+    a, b = _names(builder, inputs)
+    condition = attrs["condition"]
+    cond = builder.name_of_array(condition, "condition")
+    axis = batch.after_broadcast([(builder.batch_axis[a], inputs[0].ndim),
+                                  (builder.batch_axis[b], inputs[1].ndim),
+                                  (builder.batch_axis[cond], np.ndim(condition))], output.ndim)
+    builder.emit("Where", [cond, a, b], output, axis)
+
+
+def _export_cast(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    builder.emit("Cast", [x], output, builder.batch_axis[x], to=onnx_code(attrs["dtype"]))
+
+
+def _export_matmul(builder, inputs, attrs, output):
+    a, b = _names(builder, inputs)
+    axis = None
+    if builder.batch_axis[a] is not None and builder.batch_axis[a] != inputs[0].ndim - 1:
+        axis = builder.batch_axis[a] + output.ndim - inputs[0].ndim
+    elif builder.batch_axis[b] is not None and builder.batch_axis[b] < inputs[1].ndim - 2:
+        axis = builder.batch_axis[b] + output.ndim - inputs[1].ndim
+    builder.emit("MatMul", [a, b], output, axis)
+
+
+def _export_linear(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    x = names[0]
+    axis = builder.batch_axis[x] if builder.batch_axis[x] != inputs[0].ndim - 1 else None
+    if inputs[0].ndim == 2:
+        # Gemm computes alpha·A·Bᵀ + beta·C with transB=1: exactly x Wᵀ + b, W kept (out, in).
+        builder.emit("Gemm", names, output, axis, transB=1)
+        return
+    weight_t = builder.add_node("Transpose", [names[1]], perm=[1, 0])
+    if len(names) == 2:
+        builder.emit("MatMul", [x, weight_t], output, axis)
+        return
+    product = builder.add_node("MatMul", [x, weight_t])
+    builder.emit("Add", [product, names[2]], output, axis)
+
+
+def _export_conv2d(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    kh, kw = inputs[1].shape[2:]
+    ph, pw = attrs["padding"]
+    builder.emit("Conv", names, output, builder.batch_axis[names[0]],
+                 kernel_shape=[kh, kw], strides=list(attrs["stride"]), pads=[ph, pw, ph, pw],
+                 dilations=list(attrs["dilation"]), group=int(attrs["groups"]))
+
+
+def _pool_attributes(attrs):
+    ph, pw = attrs["padding"]
+    return {"kernel_shape": list(attrs["kernel_size"]), "strides": list(attrs["stride"]),
+            "pads": [ph, pw, ph, pw], "ceil_mode": int(attrs["ceil_mode"])}
+
+
+def _export_max_pool2d(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    builder.emit("MaxPool", [x], output, builder.batch_axis[x],
+                 dilations=list(attrs["dilation"]), **_pool_attributes(attrs))
+
+
+def _export_avg_pool2d(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    builder.emit("AveragePool", [x], output, builder.batch_axis[x],
+                 count_include_pad=int(attrs["count_include_pad"]), **_pool_attributes(attrs))
+
+
+def _softmax(onnx_op):
+    def export(builder, inputs, attrs, output):
+        (x,) = _names(builder, inputs)
+        builder.emit(onnx_op, [x], output, builder.batch_axis[x], axis=int(attrs["axis"]))
+    return export
+
+
+def _export_layer_norm(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    x = inputs[0]
+    if len(inputs) > 1:
+        axis = x.ndim - inputs[1].ndim
+    else:  # the fewest trailing axes holding normalized_size elements
+        axis = next(a for a in range(x.ndim, -1, -1)
+                    if math.prod(x.shape[a:]) == attrs["normalized_size"])
+        names.append(builder.constant(np.ones(x.shape[axis:], x.dtype), "ln_scale"))
+    builder.emit("LayerNormalization", names, output, builder.batch_axis[names[0]],
+                 axis=axis, epsilon=float(attrs["eps"]))
+
+
+def _export_batch_norm(builder, inputs, attrs, output):
+    if attrs.get("batch_stats"):
+        raise UnsupportedOperatorError(
+            "BatchNorm with batch statistics (a batch norm layer without running statistics) "
+            "cannot be exported", ["BatchNorm(batch statistics)"])
+    names = _names(builder, inputs)
+    x = inputs[0]
+    if len(inputs) == 1:
+        channels = x.shape[1]
+        names += [builder.constant(np.ones(channels, x.dtype), "bn_scale"),
+                  builder.constant(np.zeros(channels, x.dtype), "bn_bias")]
+    names += [builder.name_of_array(attrs["mean"], "running_mean"),
+              builder.name_of_array(attrs["var"], "running_var")]
+    builder.emit("BatchNormalization", names, output, builder.batch_axis[names[0]],
+                 epsilon=float(attrs["eps"]))
+
+
+# -- indexing ---------------------------------------------------------------------------------------
+
+def _export_getitem(builder, inputs, attrs, output):
+    """Basic indexing (ints, slices, None, ...) and one integer array, as NumPy defines them.
+
+    Each index part acts on one axis in turn: a slice becomes Slice, an int a Gather with a
+    scalar index (which removes the axis), None an Unsqueeze, an array a Gather (its axes take the
+    place of the indexed one — NumPy's rule when there is a single array index).
+    """
+    (current,) = _names(builder, inputs)
+    x = inputs[0]
+    parts = list(attrs["index"])
+    arrays = [p for p in parts if isinstance(p, np.ndarray) and p.ndim > 0]
+    ints = [p for p in parts if isinstance(p, (int, np.integer)) or (isinstance(p, np.ndarray)
+                                                                    and p.ndim == 0)]
+    if len(arrays) > 1 or (arrays and ints):
+        raise UnsupportedOperatorError("GetItem with several integer-array indices",
+                                       ["GetItem(advanced indexing)"])
+    consumed = sum(1 for p in parts if p is not None and p is not Ellipsis)
+    ellipsis = [i for i, p in enumerate(parts) if p is Ellipsis]
+    if ellipsis:
+        parts[ellipsis[0]:ellipsis[0] + 1] = [slice(None)] * (x.ndim - consumed)
+    parts += [slice(None)] * (x.ndim - consumed)
+
+    axis_now, in_axis = 0, 0          # axis in the value being built, axis of the input
+    batch_now = builder.batch_axis[current]
+    for part in parts:
+        if part is None:
+            current = builder.add_node("Unsqueeze", [current, builder.int64s([axis_now], "axes")])
+            batch_now = batch_now + 1 if batch_now is not None and batch_now >= axis_now \
+                else batch_now
+            axis_now += 1
+            continue
+        size = x.shape[in_axis]
+        if isinstance(part, slice):
+            start, stop, step = part.indices(size)
+            if (start, stop, step) != (0, size, 1):
+                if step < 0 and stop < 0:
+                    stop = INT64_MIN  # "through the first element"; -1 would mean the last
+                current = builder.add_node("Slice", [
+                    current, builder.int64s([start], "starts"), builder.int64s([stop], "ends"),
+                    builder.int64s([axis_now], "axes"), builder.int64s([step], "steps")])
+                if batch_now == axis_now:
+                    batch_now = None
+            axis_now += 1
+        elif isinstance(part, np.ndarray) and part.ndim > 0:
+            indices = builder.name_of_array(part.astype(np.int64, copy=False)
+                                            if part.dtype != np.int64 else part, "indices")
+            current = builder.add_node("Gather", [current, indices], axis=axis_now)
+            index_batch = builder.batch_axis.get(indices)
+            if batch_now == axis_now:
+                batch_now = None
+            elif batch_now is not None and batch_now > axis_now:
+                batch_now += part.ndim - 1
+            if index_batch is not None:
+                batch_now = axis_now + index_batch
+            axis_now += part.ndim
+        else:
+            index = int(part) % size if size else int(part)
+            current = builder.add_node("Gather", [current, builder.constant(
+                np.asarray(index, np.int64), "index")], axis=axis_now)
+            if batch_now == axis_now:
+                batch_now = None
+            elif batch_now is not None and batch_now > axis_now:
+                batch_now -= 1
+        in_axis += 1
+    if current == builder.name_of(inputs[0]):
+        builder.alias(output, current, batch_now)
+    else:
+        builder.emit("Identity", [current], output, batch_now)
+
+
+def _export_identity(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    builder.emit("Identity", [x], output, builder.batch_axis[x])
+
+
+FUNCTION_EXPORTERS = {
+    ew.Add: _elementwise("Add"), ew.Sub: _elementwise("Sub"), ew.Mul: _elementwise("Mul"),
+    ew.Div: _elementwise("Div"), ew.Pow: _elementwise("Pow"), ew.PowScalar: _export_pow_scalar,
+    ew.Maximum: _elementwise("Max"), ew.Minimum: _elementwise("Min"),
+    ew.Neg: _elementwise("Neg"), ew.Exp: _elementwise("Exp"), ew.Log: _elementwise("Log"),
+    ew.Sqrt: _elementwise("Sqrt"), ew.Tanh: _elementwise("Tanh"),
+    ew.Sigmoid: _elementwise("Sigmoid"), ew.Relu: _elementwise("Relu"),
+    ew.Abs: _elementwise("Abs"), ew.Gelu: _export_gelu, ew.Clamp: _export_clamp,
+    reduction.Sum: _reduction("ReduceSum"), reduction.Extremum: _export_extremum,
+    shape.Reshape: _export_reshape, shape.Permute: _export_permute,
+    shape.BroadcastTo: _export_broadcast_to, shape.GetItem: _export_getitem,
+    shape.Concatenate: _export_concatenate, shape.Where: _export_where,
+    shape.Cast: _export_cast, shape.Clone: _export_identity,
+    linalg.Matmul: _export_matmul, linalg.Linear: _export_linear,
+    conv.Conv2d: _export_conv2d, pool.MaxPool2d: _export_max_pool2d,
+    pool.AvgPool2d: _export_avg_pool2d,
+    nn_ops.Softmax: _softmax("Softmax"), nn_ops.LogSoftmax: _softmax("LogSoftmax"),
+    nn_ops.LayerNorm: _export_layer_norm, nn_ops.BatchNorm: _export_batch_norm,
+}

@@ -1,0 +1,165 @@
+"""Weights in a side file: ONNX "external data", written and read with its paths checked.
+
+A protobuf message cannot exceed 2 GB, so ONNX lets a tensor keep only its name, type and shape
+in the model and point at its bytes in another file: ``location`` (a path relative to the
+model's directory), ``offset`` and ``length``. That pointer is data from the file, so a hostile
+model can aim it anywhere: ``../../etc/passwd``, ``/home/user/.ssh/id_rsa``, or an innocent
+name that is a symlink leading out of the directory (the holes behind CVE-2022-25882 and
+CVE-2024-27318). Here every location must name a regular file *inside* the model's directory
+once symlinks are resolved, and its byte range must lie inside that file and match the tensor's
+size. The importer reads external bytes itself, after those checks, so neither onnx nor
+onnxruntime ever follows an unchecked path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import UnsafeExternalDataError
+
+# Automatic external data: a model whose weights exceed this would not fit in one protobuf.
+PROTOBUF_SAFE_BYTES = 2**31 - 2**26
+AUTOMATIC_MIN_TENSOR_BYTES = 1024   # then: every tensor at least this big goes to the side file
+ALIGNMENT = 4096                    # page-aligned offsets let a runtime memory-map each tensor
+EXTERNAL = 1                        # TensorProto.DataLocation.EXTERNAL
+
+
+def checked_location(base_dir: str, location, *, must_exist: bool = True) -> str:
+    """The real path of external-data ``location`` under ``base_dir``, or UnsafeExternalDataError.
+
+    A location is accepted only as a relative path without ``..`` components that, with every
+    symlink resolved, still names something inside ``base_dir``.
+    """
+    if not isinstance(location, str) or not location or "\x00" in location:
+        raise UnsafeExternalDataError(f"external data location {location!r} is not a file name")
+    if (os.path.isabs(location) or location.startswith(("/", "\\")) or "\\" in location
+            or ":" in location):
+        raise UnsafeExternalDataError(
+            f"external data location {location!r} is absolute; only names relative to the "
+            f"model's directory are accepted")
+    if ".." in location.split("/"):
+        raise UnsafeExternalDataError(
+            f"external data location {location!r} climbs out of the model's directory ('..')")
+    root = os.path.realpath(base_dir)
+    resolved = os.path.realpath(os.path.join(root, location))
+    if os.path.commonpath([root, resolved]) != root:
+        raise UnsafeExternalDataError(
+            f"external data location {location!r} resolves to {resolved}, outside the model's "
+            f"directory {root} (through a symlink)")
+    if must_exist and not os.path.isfile(resolved):
+        raise UnsafeExternalDataError(
+            f"external data location {location!r} is not a regular file in {root}")
+    return resolved
+
+
+def _all_tensors(graph):
+    """Every TensorProto a graph holds: initializers and node attributes, subgraphs included."""
+    for tensor in graph.initializer:
+        yield tensor
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _all_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _all_tensors(subgraph)
+
+
+def _expected_bytes(tensor):
+    from onnx import helper
+
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:
+        return None
+    if tensor.data_type in (8,):  # strings have no fixed size
+        return None
+    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+
+
+def load_external_data(model, base_dir: str) -> None:
+    """Check every external reference of ``model`` and copy the bytes into the tensors.
+
+    Everything is checked before anything is read; afterwards the model is self-contained.
+    """
+    plans = []
+    for tensor in _all_tensors(model.graph):
+        if tensor.data_location != EXTERNAL:
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        where = f"tensor {tensor.name!r}"
+        path = checked_location(base_dir, entries.get("location"))
+        try:
+            offset = int(entries.get("offset", 0))
+            length = int(entries["length"]) if "length" in entries else None
+        except ValueError:
+            raise UnsafeExternalDataError(f"{where}: offset/length are not integers") from None
+        size = os.path.getsize(path)
+        expected = _expected_bytes(tensor)
+        if length is None:
+            length = expected if expected is not None else size - offset
+        if offset < 0 or length < 0 or offset + length > size:
+            raise UnsafeExternalDataError(
+                f"{where}: bytes [{offset}, {offset + length}) lie outside "
+                f"{entries['location']!r} ({size} bytes)")
+        if expected is not None and length != expected:
+            raise UnsafeExternalDataError(
+                f"{where}: {length} external bytes for a tensor of {expected} bytes")
+        plans.append((tensor, path, offset, length))
+    for tensor, path, offset, length in plans:
+        with open(path, "rb") as file:
+            file.seek(offset)
+            tensor.raw_data = file.read(length)
+        tensor.data_location = 0  # DEFAULT: the bytes are in the message now
+        del tensor.external_data[:]
+
+
+def side_file_name(model_path: str) -> str:
+    """The name of a model's weight file: the model's own name plus ``.data``, beside it."""
+    return os.path.basename(os.fspath(model_path)) + ".data"
+
+
+def plan_external(arrays: dict, threshold) -> set:
+    """Names of the arrays that go to the side file (``threshold``: bytes, or None = automatic)."""
+    if threshold is None:
+        total = sum(a.nbytes for a in arrays.values())
+        if total <= PROTOBUF_SAFE_BYTES:
+            return set()
+        threshold = AUTOMATIC_MIN_TENSOR_BYTES
+    return {name for name, a in arrays.items() if a.nbytes >= int(threshold)}
+
+
+def write_side_file(path: str, arrays: dict, names) -> dict:
+    """Write the arrays named in ``names`` into the side file of model ``path``, atomically.
+
+    Returns name -> (location, offset, length) for the model to point at.
+    """
+    from ..io.atomic import write_atomically
+
+    directory = os.path.dirname(os.path.abspath(path))
+    location = side_file_name(path)
+    checked_location(directory, location, must_exist=False)  # refuses a symlink leading out
+    placements, offset = {}, 0
+    for name in names:
+        offset = -(-offset // ALIGNMENT) * ALIGNMENT
+        placements[name] = (location, offset, arrays[name].nbytes)
+        offset += arrays[name].nbytes
+
+    def write(file):
+        for name in names:
+            _, start, _ = placements[name]
+            file.seek(start)
+            # Little-endian bytes in C order, as ONNX stores raw tensor data.
+            file.write(np.ascontiguousarray(arrays[name]).astype(
+                arrays[name].dtype.newbyteorder("<"), copy=False).tobytes())
+        file.truncate(offset)
+
+    write_atomically(os.path.join(directory, location), write)
+    return placements

@@ -1,0 +1,121 @@
+"""OnnxGraphModule: an ONNX graph held as plain data and run with minidl ops.
+
+The module keeps the graph exactly as a list of nodes — ``{"op_type", "inputs", "outputs",
+"attributes"}`` — and its forward walks that list, looking each ``op_type`` up in the closed
+table :data:`~minidl.onnx.interpreter.ONNX_OPS`. Weights (the graph's float initializers) are
+``Parameter``s, so gradients reach them and any minidl optimizer can train the imported model;
+other constants are buffers. Because ``get_config()`` is only that data, the module saves with
+``minidl.save_model`` and loads back with ``minidl.load_model``: loading checks every field and
+every op type against the table, so a model file can never make it run anything else.
+
+``tensors`` lists each stored value as ``{"name": ONNX name, "attribute": its name in this
+module (and in ``state_dict``), "kind": "parameter" | "buffer", "dtype", "shape"}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+from ..nn.module import Module
+from ..nn.parameter import Parameter
+from ..nn.registry import register_module
+from .errors import UnsupportedOperatorError
+from .interpreter import ONNX_OPS, run_node
+
+_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(f"OnnxGraphModule: {message}")
+
+
+def _is_name_list(value, allow_empty: bool = False) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(n, str) and (n or allow_empty) for n in value)
+
+
+@register_module
+class OnnxGraphModule(Module):
+    """A Module whose forward interprets an ONNX graph (see the module docstring)."""
+
+    def __init__(self, inputs, outputs, nodes, tensors):
+        super().__init__()
+        _require(_is_name_list(inputs) and _is_name_list(outputs) and outputs,
+                 "inputs and outputs must be lists of value names")
+        _require(isinstance(nodes, list) and isinstance(tensors, list),
+                 "nodes and tensors must be lists")
+        defined = set(inputs)
+        for entry in tensors:
+            _require(isinstance(entry, dict) and set(entry) == {"name", "attribute", "kind",
+                                                                 "dtype", "shape"},
+                     f"bad tensor entry {entry!r}")
+            _require(entry["kind"] in ("parameter", "buffer") and entry["dtype"] in _DTYPES
+                     and isinstance(entry["name"], str) and isinstance(entry["attribute"], str)
+                     and isinstance(entry["shape"], list)
+                     and all(isinstance(n, int) and n >= 0 for n in entry["shape"]),
+                     f"bad tensor entry {entry!r}")
+            array = np.zeros(entry["shape"], entry["dtype"])
+            if entry["kind"] == "parameter":
+                _require(array.dtype.kind == "f", f"parameter {entry['name']!r} is not float")
+                self.register_parameter(entry["attribute"], Parameter(array))
+            else:
+                self.register_buffer(entry["attribute"], Tensor(array, dtype=array.dtype))
+            defined.add(entry["name"])
+        unknown = set()
+        for index, node in enumerate(nodes):
+            _require(isinstance(node, dict) and set(node) == {"op_type", "inputs", "outputs",
+                                                               "attributes"}
+                     and isinstance(node["op_type"], str) and isinstance(node["attributes"], dict)
+                     and _is_name_list(node["inputs"], allow_empty=True)
+                     and _is_name_list(node["outputs"], allow_empty=True) and node["outputs"],
+                     f"node {index} is malformed")
+            if node["op_type"] not in ONNX_OPS:
+                unknown.add(node["op_type"])
+            missing = [n for n in node["inputs"] if n and n not in defined]
+            _require(not missing, f"node {index} ({node['op_type']}) reads {missing} before "
+                                  f"anything defines them (nodes must be in execution order)")
+            defined.update(n for n in node["outputs"][:1] if n)
+        if unknown:
+            raise UnsupportedOperatorError(
+                f"OnnxGraphModule: unsupported ONNX operators: {', '.join(sorted(unknown))}",
+                unknown)
+        missing = [n for n in outputs if n not in defined]
+        _require(not missing, f"outputs {missing} are never computed")
+        self.input_names, self.output_names = list(inputs), list(outputs)
+        self.nodes, self.tensor_entries = nodes, tensors
+
+    def forward(self, *args):
+        if len(args) != len(self.input_names):
+            raise TypeError(f"OnnxGraphModule: expected {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(args)}")
+        values = {}
+        for entry in self.tensor_entries:
+            table = self._parameters if entry["kind"] == "parameter" else self._buffers
+            values[entry["name"]] = table[entry["attribute"]]
+        for name, value in zip(self.input_names, args):
+            values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+        for node in self.nodes:
+            inputs = [values[n] if n else None for n in node["inputs"]]
+            # Trailing optional inputs left empty are simply absent, as the spec allows.
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            try:
+                values[node["outputs"][0]] = run_node(node["op_type"], inputs, node["attributes"])
+            except (ValueError, TypeError, IndexError) as error:
+                raise type(error)(f"ONNX node {node['op_type']} -> {node['outputs'][0]}: "
+                                  f"{error}") from None
+        results = tuple(values[name] for name in self.output_names)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self) -> dict:
+        return {"inputs": list(self.input_names), "outputs": list(self.output_names),
+                "nodes": self.nodes, "tensors": self.tensor_entries}
+
+    def extra_repr(self) -> str:
+        ops = {}
+        for node in self.nodes:
+            ops[node["op_type"]] = ops.get(node["op_type"], 0) + 1
+        summary = ", ".join(f"{op}×{count}" for op, count in ops.items())
+        return f"inputs={self.input_names}, outputs={self.output_names}, nodes: {summary}"
