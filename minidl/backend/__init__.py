@@ -52,7 +52,10 @@ def get_backend(device: str = "cpu") -> ModuleType:
         key = _cpu_backend_choice()
     module = _loaded.get(key)
     if module is None:
-        module = importlib.import_module(_BACKEND_MODULES[key])
+        try:
+            module = importlib.import_module(_BACKEND_MODULES[key])
+        except ImportError as error:
+            raise RuntimeError(f"device {device!r} is not available: {error}") from None
         _loaded[key] = module
     return module
 

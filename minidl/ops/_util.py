@@ -17,6 +17,13 @@ def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     if not isinstance(b, Tensor):
         b = as_tensor(b, like=a)
     broadcast_shape(op, a.shape, b.shape)
+    # PyTorch's promotion: a float tensor meeting an integer (or bool) tensor keeps its float
+    # dtype, where NumPy would widen int64 with float32 to float64.
+    a_float, b_float = a.dtype.kind == "f", b.dtype.kind == "f"
+    if a_float and not b_float:
+        b = b.to(dtype=a.dtype)
+    elif b_float and not a_float:
+        a = a.to(dtype=b.dtype)
     return a, b
 
 

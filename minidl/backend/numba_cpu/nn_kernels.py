@@ -56,7 +56,9 @@ def _softmax_rows(x, out, take_log):
 def _softmax_along(x, axis, take_log):
     x = np.asarray(x)
     moved = np.moveaxis(x, axis, -1)
-    rows = np.asarray(moved, order="C").reshape(-1, moved.shape[-1])
+    width = moved.shape[-1]
+    # Rows are counted explicitly: reshape cannot infer -1 when the softmax axis is empty.
+    rows = np.asarray(moved, order="C").reshape(moved.size // width if width else 0, width)
     out = np.empty_like(rows)
     if out.size:
         _softmax_rows(rows, out, take_log)
