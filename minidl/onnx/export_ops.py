@@ -28,9 +28,33 @@ def _names(builder, inputs):
     return [builder.name_of(t) for t in inputs]
 
 
+def _as_mean(builder, inputs, output) -> bool:
+    """Rewrite ``sum(x) * (1/count)`` — how ``Tensor.mean`` is built — as one ReduceMean.
+
+    The trace sees the count as a constant taken from the example; over the batch axis that
+    constant would be wrong at any other batch size, while ReduceMean counts at run time.
+    """
+    total, scale = inputs
+    if not builder.nodes or builder.known(scale) or scale.ndim != 0 or not builder.known(total):
+        return False
+    last = builder.nodes[-1]
+    if last.op_type != "ReduceSum" or last.output[0] != builder.name_of(total):
+        return False
+    source_shape = builder.reduced_shapes.get(last.output[0])
+    axes = [int(a) for a in builder.reduced_axes.get(last.output[0], ())] or None
+    count = math.prod(source_shape if axes is None else [source_shape[a] for a in axes])
+    if not count or not np.isclose(float(scale.item()), 1.0 / count, rtol=1e-6, atol=0):
+        return False
+    last.op_type = "ReduceMean"
+    builder.alias(output, last.output[0], builder.batch_axis[last.output[0]])
+    return True
+
+
 def _elementwise(onnx_op):
     """Exporter of an op that ONNX has under the same broadcasting rules (NumPy's)."""
     def export(builder, inputs, attrs, output):
+        if onnx_op == "Mul" and _as_mean(builder, inputs, output):
+            return
         names = _names(builder, inputs)
         axis = batch.after_broadcast(
             [(builder.batch_axis[n], t.ndim) for n, t in zip(names, inputs)], output.ndim)
@@ -81,7 +105,8 @@ def _reduction(onnx_op):
         axes, keepdims = attrs["axes"], bool(attrs["keepdims"])
         operands = [x] if axes is None else [x, builder.int64s(axes, "axes")]
         axis = batch.after_reduction(builder.batch_axis[x], axes, keepdims)
-        builder.emit(onnx_op, operands, output, axis, keepdims=int(keepdims))
+        name = builder.emit(onnx_op, operands, output, axis, keepdims=int(keepdims))
+        builder.reduced_shapes[name], builder.reduced_axes[name] = inputs[0].shape, axes or ()
     return export
 
 
@@ -245,7 +270,8 @@ def _export_getitem(builder, inputs, attrs, output):
     ellipsis = [i for i, p in enumerate(parts) if p is Ellipsis]
     if ellipsis:
         parts[ellipsis[0]:ellipsis[0] + 1] = [slice(None)] * (x.ndim - consumed)
-    parts += [slice(None)] * (x.ndim - consumed)
+    else:
+        parts += [slice(None)] * (x.ndim - consumed)  # unindexed trailing axes: taken whole
 
     axis_now, in_axis = 0, 0          # axis in the value being built, axis of the input
     batch_now = builder.batch_axis[current]

@@ -26,6 +26,8 @@ class GraphBuilder:
         self.initializers = {}          # name -> NumPy array
         self.batch_axis = {}            # value name -> axis holding the batch, or None
         self.unsupported = set()        # names of ops met that have no ONNX mapping
+        self.reduced_shapes = {}        # reduction output -> shape of what it reduced
+        self.reduced_axes = {}          # reduction output -> the axes it reduced (() = all)
         self._name_of_tensor = {}       # id(Tensor) -> value name
         self._name_of_array = {}        # id(ndarray) -> value name (arrays passed as op attrs)
         self._alive = []                # keeps traced objects alive so their ids stay unique
@@ -82,7 +84,8 @@ class GraphBuilder:
         array = np.asarray(array)
         onnx_code(array.dtype)  # refuse dtypes ONNX cannot hold, with a clear message
         name = self.fresh_name(hint)
-        self.initializers[name] = np.ascontiguousarray(array)
+        # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
+        self.initializers[name] = array if array.flags.c_contiguous else array.copy(order="C")
         self.batch_axis[name] = None
         return name
 

@@ -1,0 +1,4 @@
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")

@@ -1,0 +1,52 @@
+"""Helpers shared by the ONNX tests: export, validate with onnx, run with onnxruntime, compare."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minidl as md
+from minidl.onnx import export_onnx
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def validate(path):
+    """The checks every exported file must pass: the full checker and strict shape inference."""
+    import onnx
+
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return model
+
+
+def run_onnxruntime(path, inputs):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, inputs)))
+
+
+def minidl_outputs(model, inputs):
+    model.eval()
+    with md.no_grad():
+        out = model(*[md.tensor(x) for x in inputs])
+    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+def export_and_compare(model, example, batches, tmp_path, name="model.onnx", **options):
+    """Export ``model`` traced on ``example`` (list of arrays), validate the file, and check that
+    onnxruntime matches minidl on each list of arrays in ``batches``. Returns the file path."""
+    path = tmp_path / name
+    examples = [md.tensor(x) for x in example]
+    export_onnx(model, path, examples[0] if len(examples) == 1 else examples, **options)
+    validate(path)
+    for inputs in batches:
+        expected = minidl_outputs(model, inputs)
+        actual = run_onnxruntime(path, inputs)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert a.shape == e.shape
+            np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL)
+    return path
