@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..reference.nn_kernels import _check_approximate, check_class_targets
 
@@ -172,17 +171,17 @@ def _gelu_slope_parts(v, use_tanh):
     return 0.5 * math.erfc(-_SQRT_HALF * v), _INV_SQRT_2PI * math.exp(-0.5 * v * v)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _gelu_forward_kernel(x, out, use_tanh):
-    for k in prange(x.size):
+    for k in range(x.size):
         v = float(x[k])
         cdf, _ = _gelu_slope_parts(v, use_tanh)
         out[k] = v * cdf
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _gelu_backward_kernel(grad, x, dx, use_tanh):
-    for k in prange(x.size):
+    for k in range(x.size):
         v = float(x[k])
         cdf, density = _gelu_slope_parts(v, use_tanh)
         dx[k] = grad[k] * (cdf + v * density)  # d/dv [v Phi(v)] = Phi(v) + v Phi'(v)
@@ -213,10 +212,10 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
 # layer norm over the last axis of (M, D)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, mean, rstd):
     rows, width = x.shape
-    for r in prange(rows):
+    for r in range(rows):
         total = 0.0
         for k in range(width):
             total += x[r, k]
@@ -238,13 +237,13 @@ def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, me
             y[r, k] = value
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, partial_dweight, partial_dbias):
     rows, width = x.shape
     chunks = partial_dweight.shape[0]
     # Rows are split into contiguous chunks; each chunk sums its own dweight/dbias rows, so the
     # parameter gradients need no atomics and are reduced once at the end.
-    for chunk in prange(chunks):
+    for chunk in range(chunks):
         first = chunk * rows // chunks
         last = (chunk + 1) * rows // chunks
         for r in range(first, last):
@@ -298,8 +297,10 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     rows, width = x.shape
     has_weight = weight is not None
     weight_arr = np.asarray(weight, dtype=x.dtype, order="C") if has_weight else np.empty(0, dtype=x.dtype)
-    # One chunk of rows per thread; the kernel sums dweight/dbias per chunk (unused without weight).
-    chunks = max(1, min(rows, numba.get_num_threads()))
+    # The kernel sums dweight/dbias per chunk of rows. The kernels run on one thread (see the
+    # package docstring), so one chunk; the count is fixed, never the thread count, so the
+    # summation order (and so every bit of the result) does not depend on the machine.
+    chunks = 1
     partial_dweight = np.zeros((chunks, width), dtype=x.dtype)
     partial_dbias = np.zeros_like(partial_dweight)
     dx = np.empty_like(x)

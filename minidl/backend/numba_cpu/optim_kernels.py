@@ -2,10 +2,10 @@
 
 The NumPy reference (:mod:`minidl.backend.reference.optim_kernels`) makes a temporary array for
 almost every operation of an Adam step and walks memory a dozen times. Here each parameter entry
-is read once, updated in registers, and written once; ``prange`` splits the entries over threads.
+is read once, updated in registers, and written once. One thread streams through memory faster
+than waking a second one pays for on small machines (see the package docstring).
 
-Determinism: each entry depends only on its own inputs, so how the loop is split over threads
-cannot change any result. ``fastmath`` stays off, so LLVM keeps the operations in the written
+Determinism: each entry depends only on its own inputs, so no reduction order can change a result. ``fastmath`` stays off, so LLVM keeps the operations in the written
 order and never fuses a multiply-add; with every scalar pre-rounded to the array dtype the results
 equal the reference bit for bit.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 __all__ = ["sgd_update", "adam_update"]
 
@@ -34,12 +34,12 @@ def _flat_input(array: np.ndarray, like: np.ndarray, name: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=like.dtype).reshape(-1)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _sgd_kernel(param, grad, buffer, lr, momentum, one_minus_dampening, weight_decay,
                 use_weight_decay, use_momentum, nesterov, maximize, first_step):
     # Every scalar arrives already rounded to the array dtype, so no operation here is silently
     # widened to float64 (which would round differently from the reference).
-    for i in prange(param.shape[0]):
+    for i in range(param.shape[0]):
         g = -grad[i] if maximize else grad[i]
         if use_weight_decay:
             g = g + weight_decay * param[i]
@@ -57,11 +57,11 @@ def _sgd_kernel(param, grad, buffer, lr, momentum, one_minus_dampening, weight_d
         param[i] = param[i] - lr * g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _adam_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
                  bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps,
                  weight_decay, decay_factor, coupled_decay, decoupled_decay, amsgrad, maximize):
-    for i in prange(param.shape[0]):
+    for i in range(param.shape[0]):
         p = param[i]
         g = -grad[i] if maximize else grad[i]
         if decoupled_decay:

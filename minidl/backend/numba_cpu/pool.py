@@ -1,8 +1,8 @@
 """2-D max and average pooling as Numba kernels (same names as :mod:`minidl.backend.reference.pool`).
 
-Every kernel runs one parallel task per (n, c) plane and walks that plane's windows directly,
-skipping taps that fall in the padding instead of materialising a padded copy. Backward passes
-scatter into the task's own input plane, so threads never write to the same cell.
+Every kernel walks one (n, c) plane at a time and that plane's windows directly, skipping taps
+that fall in the padding instead of materialising a padded copy. Backward passes scatter into
+the plane's own input cells only, so the loop over planes could be split over threads safely.
 
 Output sizes and average-pool divisors follow PyTorch; the size rule is shared with the reference
 (:func:`pool_output_size`) and the divisor rule is restated inside the kernels.
@@ -11,7 +11,7 @@ Output sizes and average-pool divisors follow PyTorch; the size rule is shared w
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..reference.pool import pool_output_size
 
@@ -24,11 +24,11 @@ __all__ = [
 ]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw):
     n, c, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
-    for plane in prange(n * c):
+    for plane in range(n * c):
         b = plane // c
         ch = plane % c
         for oh in range(out_h):
@@ -53,11 +53,11 @@ def _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw):
                 argmax[b, ch, oh, ow] = best_index
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _max_pool_backward_kernel(grad_out, argmax, dx):
     n, c, height, width = dx.shape
     out_h, out_w = grad_out.shape[2], grad_out.shape[3]
-    for plane in prange(n * c):
+    for plane in range(n * c):
         b = plane // c
         ch = plane % c
         for ih in range(height):
@@ -87,11 +87,11 @@ def _avg_window(o, stride, padding, kernel, size, count_include_pad):
     return start, end, count
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
     n, c, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
-    for plane in prange(n * c):
+    for plane in range(n * c):
         b = plane // c
         ch = plane % c
         for oh in range(out_h):
@@ -105,11 +105,11 @@ def _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
                 out[b, ch, oh, ow] = total / (count_h * count_w)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, count_include_pad):
     n, c, height, width = dx.shape
     out_h, out_w = grad_out.shape[2], grad_out.shape[3]
-    for plane in prange(n * c):
+    for plane in range(n * c):
         b = plane // c
         ch = plane % c
         for ih in range(height):
