@@ -3,8 +3,8 @@
 The file is parsed, its external-data references are checked and read (see
 :mod:`.external_data`), and the graph is turned into plain data: nodes with their attributes as
 Python values, ``Constant`` nodes folded into stored tensors, initializers into parameters
-(floats read by ordinary inputs: the weights) or buffers (everything else, e.g. a Reshape's
-target shape or batch norm's running statistics). Every op type is checked before anything is
+(float arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant``
+values, scalars, a Reshape's target shape, batch norm's running statistics). Every op type is checked before anything is
 built, and all the unsupported ones are reported together.
 """
 
@@ -118,10 +118,12 @@ def module_from_proto(model) -> OnnxGraphModule:
             f"import: unsupported ONNX operators: {', '.join(problems)}", problems)
 
     stored = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    constants = set()
     nodes = []
     for node in graph.node:
         if node.op_type == "Constant":
             stored[node.output[0]] = _constant_value(node)
+            constants.add(node.output[0])
             continue
         nodes.append({"op_type": node.op_type, "inputs": list(node.input),
                       "outputs": list(node.output),
@@ -130,13 +132,16 @@ def module_from_proto(model) -> OnnxGraphModule:
     trainable = set()
     for node in nodes:
         for position, name in enumerate(node["inputs"]):
-            if name in stored and (node["op_type"], position) not in _NON_TRAINABLE_INPUTS:
+            if name in stored and name not in constants and \
+                    (node["op_type"], position) not in _NON_TRAINABLE_INPUTS:
                 trainable.add(name)
     attribute_of = _attribute_names(stored)
     tensors, state = [], {}
     for name, array in stored.items():
         array = np.asarray(array)
-        kind = "parameter" if name in trainable and array.dtype.kind == "f" else "buffer"
+        # Scalars are constants of a formula (GELU's ½, an epsilon), not weights to learn.
+        weight = name in trainable and array.dtype.kind == "f" and array.ndim > 0
+        kind = "parameter" if weight else "buffer"
         tensors.append({"name": name, "attribute": attribute_of[name], "kind": kind,
                         "dtype": array.dtype.name, "shape": [int(n) for n in array.shape]})
         state[attribute_of[name]] = array
