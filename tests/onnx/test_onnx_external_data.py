@@ -1,0 +1,142 @@
+"""Weights in a side file, and hostile external-data references refused before any read."""
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import minidl as md
+from minidl import nn
+from minidl.onnx import UnsafeExternalDataError, export_onnx, import_model
+
+from onnx_checks import RTOL, ATOL, run_onnxruntime, validate
+
+rng = np.random.default_rng(3)
+
+
+def mlp():
+    md.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 3)).eval()
+
+
+def test_large_weights_go_to_a_side_file_with_a_relative_name(tmp_path):
+    model = mlp()
+    path = tmp_path / "mlp.onnx"
+    export_onnx(model, path, md.tensor(np.zeros((1, 6), np.float32)),
+                external_data_threshold=256)
+    assert (tmp_path / "mlp.onnx.data").is_file()
+    proto = onnx.load(str(path), load_external_data=False)
+    external = {t.name: {e.key: e.value for e in t.external_data}
+                for t in proto.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+    assert set(external) == {"0.weight", "2.weight"}  # the small biases stay inline
+    assert {e["location"] for e in external.values()} == {"mlp.onnx.data"}
+    validate(path)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    expected = model(md.tensor(x)).numpy()
+    np.testing.assert_allclose(run_onnxruntime(path, [x])[0], expected, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(import_model(path)(md.tensor(x)).numpy(), expected,
+                               rtol=RTOL, atol=ATOL)
+    # The pair moves together: a copy in another directory still loads.
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    os.replace(path, moved / "mlp.onnx")
+    os.replace(tmp_path / "mlp.onnx.data", moved / "mlp.onnx.data")
+    np.testing.assert_allclose(import_model(moved / "mlp.onnx")(md.tensor(x)).numpy(),
+                               expected, rtol=RTOL, atol=ATOL)
+
+
+def test_small_models_stay_in_one_file_by_default(tmp_path):
+    export_onnx(mlp(), tmp_path / "m.onnx", md.tensor(np.zeros((1, 6), np.float32)))
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_export_refuses_a_side_file_symlinked_out_of_the_directory(tmp_path):
+    outside, inside = tmp_path / "outside", tmp_path / "models"
+    outside.mkdir()
+    inside.mkdir()
+    target = outside / "victim.bin"
+    target.write_bytes(b"precious")
+    os.symlink(target, inside / "m.onnx.data")
+    with pytest.raises(UnsafeExternalDataError, match="outside"):
+        export_onnx(mlp(), inside / "m.onnx", md.tensor(np.zeros((1, 6), np.float32)),
+                    external_data_threshold=0)
+    assert target.read_bytes() == b"precious" and not (inside / "m.onnx").exists()
+
+
+def hostile_model(directory, location, offset=0, length=None):
+    """A one-initializer model whose weight claims to live at ``location``."""
+    tensor = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2])
+    tensor.data_location = TensorProto.EXTERNAL
+    entries = [("location", location), ("offset", str(offset))]
+    entries += [] if length is None else [("length", str(length))]
+    for key, value in entries:
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                              initializer=[tensor])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = directory / "evil.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.fixture
+def layout(tmp_path):
+    models, secrets = tmp_path / "models", tmp_path / "secrets"
+    models.mkdir()
+    secrets.mkdir()
+    (secrets / "key.bin").write_bytes(np.arange(2, dtype=np.float32).tobytes())
+    return models, secrets
+
+
+@pytest.mark.parametrize("location", [
+    "../secrets/key.bin", "sub/../../secrets/key.bin", "..", "a\\..\\..\\key.bin",
+    "C:key.bin", ""])
+def test_import_refuses_locations_that_climb_out(layout, location):
+    models, _ = layout
+    with pytest.raises(UnsafeExternalDataError):
+        import_model(hostile_model(models, location))
+
+
+def test_import_refuses_absolute_locations(layout):
+    models, secrets = layout
+    with pytest.raises(UnsafeExternalDataError, match="absolute"):
+        import_model(hostile_model(models, str(secrets / "key.bin")))
+
+
+def test_import_refuses_symlinks_that_escape(layout):
+    models, secrets = layout
+    os.symlink(secrets / "key.bin", models / "weights.bin")
+    with pytest.raises(UnsafeExternalDataError, match="symlink"):
+        import_model(hostile_model(models, "weights.bin"))
+    os.symlink(secrets, models / "linked_dir")
+    with pytest.raises(UnsafeExternalDataError, match="outside"):
+        import_model(hostile_model(models, "linked_dir/key.bin"))
+
+
+def test_import_checks_byte_ranges_and_existence(layout):
+    models, _ = layout
+    (models / "w.bin").write_bytes(np.ones(2, np.float32).tobytes())
+    with pytest.raises(UnsafeExternalDataError, match="outside"):
+        import_model(hostile_model(models, "w.bin", offset=4))
+    with pytest.raises(UnsafeExternalDataError, match="bytes"):
+        import_model(hostile_model(models, "w.bin", length=4))
+    with pytest.raises(UnsafeExternalDataError, match="not a regular file"):
+        import_model(hostile_model(models, "missing.bin"))
+    with pytest.raises(UnsafeExternalDataError):
+        import_model(hostile_model(models, "w.bin", offset=-8))
+    # The same model with a sound reference loads and runs.
+    module = import_model(hostile_model(models, "w.bin"))
+    np.testing.assert_array_equal(module(md.tensor(np.zeros(2, np.float32))).numpy(), [1, 1])
+
+
+def test_a_symlink_inside_the_directory_is_fine(layout):
+    models, _ = layout
+    (models / "real.bin").write_bytes(np.full(2, 3, np.float32).tobytes())
+    os.symlink("real.bin", models / "alias.bin")
+    module = import_model(hostile_model(models, "alias.bin"))
+    np.testing.assert_array_equal(module(md.tensor(np.zeros(2, np.float32))).numpy(), [3, 3])
