@@ -193,22 +193,56 @@ def _export_conv2d(builder, inputs, attrs, output):
                  dilations=list(attrs["dilation"]), group=int(attrs["groups"]))
 
 
-def _pool_attributes(attrs):
-    ph, pw = attrs["padding"]
-    return {"kernel_shape": list(attrs["kernel_size"]), "strides": list(attrs["stride"]),
-            "pads": [ph, pw, ph, pw], "ceil_mode": int(attrs["ceil_mode"])}
+def _pool_attributes(builder, op, inputs, attrs, output):
+    """kernel/strides/pads/ceil_mode for ONNX, with minidl's (PyTorch's) output size.
+
+    In ceil mode PyTorch drops a last window that would start beyond the input and its left
+    padding; ONNX keeps it. Where the two counts differ, the same windows are written in floor
+    mode with just enough extra padding at the end — padding that neither a max nor an average
+    that excludes padding can see.
+    """
+    kernel, stride = list(attrs["kernel_size"]), list(attrs["stride"])
+    dilation = list(attrs.get("dilation", (1, 1)))
+    begin = list(attrs["padding"])
+    end = list(begin)
+    ceil_mode = int(attrs["ceil_mode"])
+    if ceil_mode:
+        for axis in range(2):
+            size, wanted = inputs[0].shape[2 + axis], output.shape[2 + axis]
+            span = size + 2 * begin[axis] - dilation[axis] * (kernel[axis] - 1) - 1
+            onnx_ceil = -(-span // stride[axis]) + 1
+            if onnx_ceil != wanted:
+                if op == "AveragePool" and _counts_padding(attrs):
+                    raise UnsupportedOperatorError(
+                        "AvgPool2d with ceil_mode, count_include_pad and a dropped last window",
+                        ["AvgPool2d(ceil_mode, count_include_pad)"])
+                ceil_mode = 0
+        if not ceil_mode:
+            for axis in range(2):
+                size, wanted = inputs[0].shape[2 + axis], output.shape[2 + axis]
+                reach = (wanted - 1) * stride[axis] + dilation[axis] * (kernel[axis] - 1) + 1
+                end[axis] = max(end[axis], reach - size - begin[axis])
+    return {"kernel_shape": kernel, "strides": stride, "pads": begin + end,
+            "ceil_mode": ceil_mode}
 
 
 def _export_max_pool2d(builder, inputs, attrs, output):
     (x,) = _names(builder, inputs)
     builder.emit("MaxPool", [x], output, builder.batch_axis[x],
-                 dilations=list(attrs["dilation"]), **_pool_attributes(attrs))
+                 dilations=list(attrs["dilation"]),
+                 **_pool_attributes(builder, "MaxPool", inputs, attrs, output))
+
+
+def _counts_padding(attrs) -> bool:
+    # Without padding, counting it or not divides by the same window sizes.
+    return bool(attrs["count_include_pad"]) and any(attrs["padding"])
 
 
 def _export_avg_pool2d(builder, inputs, attrs, output):
     (x,) = _names(builder, inputs)
     builder.emit("AveragePool", [x], output, builder.batch_axis[x],
-                 count_include_pad=int(attrs["count_include_pad"]), **_pool_attributes(attrs))
+                 count_include_pad=int(_counts_padding(attrs)),
+                 **_pool_attributes(builder, "AveragePool", inputs, attrs, output))
 
 
 def _softmax(onnx_op):

@@ -39,6 +39,12 @@ LAYERS = {
     "maxpool": (lambda: nn.MaxPool2d(2), images),
     "maxpool_ceil_padded": (lambda: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), images),
     "maxpool_dilated": (lambda: nn.MaxPool2d(2, stride=1, dilation=2), images),
+    # ceil mode where PyTorch drops a last window that ONNX's own ceil mode would keep
+    "maxpool_ceil_dropped_window": (lambda: nn.MaxPool2d(2, stride=3, padding=1, ceil_mode=True),
+                                    lambda n: images(n, h=8, w=10)),
+    "avgpool_ceil_dropped_window": (lambda: nn.AvgPool2d(2, stride=3, ceil_mode=True), images),
+    "avgpool_ceil_padded": (lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+                            lambda n: images(n, h=8, w=10)),
     "avgpool": (lambda: nn.AvgPool2d(2), images),
     "avgpool_ceil": (lambda: nn.AvgPool2d(2, ceil_mode=True), images),
     "avgpool_pad_excluded": (lambda: nn.AvgPool2d(3, stride=2, padding=1,

@@ -140,3 +140,13 @@ def test_a_symlink_inside_the_directory_is_fine(layout):
     os.symlink("real.bin", models / "alias.bin")
     module = import_model(hostile_model(models, "alias.bin"))
     np.testing.assert_array_equal(module(md.tensor(np.zeros(2, np.float32))).numpy(), [3, 3])
+
+
+def test_automatic_threshold_moves_weights_out_only_past_the_protobuf_limit():
+    from minidl.onnx.external_data import plan_external
+    small = {"w": np.zeros((256, 256), np.float32), "b": np.zeros(3, np.float32)}
+    assert plan_external(small, None) == set()
+    # Broadcast views report the size of a 3 GB tensor without allocating it.
+    huge = dict(small, big=np.broadcast_to(np.float32(0), (3 * 2**28,)))
+    assert plan_external(huge, None) == {"w", "big"}
+    assert plan_external(small, 0) == {"w", "b"}
