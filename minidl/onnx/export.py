@@ -45,12 +45,14 @@ class OnnxTracer:
         self.builder = builder
 
     def on_module(self, module, args, kwargs, run):
+        """Map a built-in layer whole where :mod:`.export_layers` says so; else run it."""
         exporter = LAYER_EXPORTERS.get(type(module))
         if exporter is None or kwargs:
             return run()  # containers and users' modules: their ops report themselves
         return exporter(self.builder, module, args, run)
 
     def on_function(self, function_class, inputs, attrs, output):
+        """Write the op that just ran; remember it if it has no mapping."""
         exporter = FUNCTION_EXPORTERS.get(function_class)
         try:
             if exporter is None:

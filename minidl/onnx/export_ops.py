@@ -146,6 +146,16 @@ def _export_concatenate(builder, inputs, attrs, output):
 def _export_where(builder, inputs, attrs, output):
     a, b = _names(builder, inputs)
     condition = attrs["condition"]
+    out_axis = batch.after_broadcast([(builder.batch_axis[a], inputs[0].ndim),
+                                      (builder.batch_axis[b], inputs[1].ndim)], output.ndim)
+    if builder.name_of_array(condition, "condition") in builder.initializers and \
+            out_axis is not None and np.ndim(condition) == output.ndim:
+        # Comparisons (x > 0) are not traced ops, so a condition computed from the input
+        # arrives here as a fixed array: written as a constant, it would be the example's mask
+        # at every batch size. A condition spanning the batch axis is refused for that reason.
+        raise UnsupportedOperatorError(
+            "Where on a condition that spans the batch axis (a comparison of the input, which "
+            "the trace cannot follow)", ["Where(condition from a comparison)"])
     cond = builder.name_of_array(condition, "condition")
     axis = batch.after_broadcast([(builder.batch_axis[a], inputs[0].ndim),
                                   (builder.batch_axis[b], inputs[1].ndim),
@@ -282,7 +292,7 @@ def _export_batch_norm(builder, inputs, attrs, output):
                  epsilon=float(attrs["eps"]))
 
 
-# -- indexing ---------------------------------------------------------------------------------------
+# -- indexing --------------------------------------------------------------------------------------
 
 def _export_getitem(builder, inputs, attrs, output):
     """Basic indexing (ints, slices, None, ...) and one integer array, as NumPy defines them.

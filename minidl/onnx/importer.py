@@ -4,8 +4,8 @@ The file is parsed, its external-data references are checked and read (see
 :mod:`.external_data`), and the graph is turned into plain data: nodes with their attributes as
 Python values, ``Constant`` nodes folded into stored tensors, initializers into parameters
 (float arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant``
-values, scalars, a Reshape's target shape, batch norm's running statistics). Every op type is checked before anything is
-built, and all the unsupported ones are reported together.
+values, scalars, a Reshape's target shape, batch norm's running statistics). Every op type is
+checked before anything is built, and all the unsupported ones are reported together.
 """
 
 from __future__ import annotations

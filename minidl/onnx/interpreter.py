@@ -93,8 +93,11 @@ ONNX_OPS["Sum"] = _variadic(ew.add)
 @onnx_op("Clip")
 def _clip(inputs, attributes):
     x = inputs[0]
-    low = _scalar(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else attributes.get("min")
-    high = _scalar(inputs[2]) if len(inputs) > 2 and inputs[2] is not None else attributes.get("max")
+    def bound(position, name):  # an input since opset 11, an attribute before
+        present = len(inputs) > position and inputs[position] is not None
+        return _scalar(inputs[position]) if present else attributes.get(name)
+
+    low, high = bound(1, "min"), bound(2, "max")
     if low is None and high is None:
         return x
     return ew.clamp(x, min=low, max=high)

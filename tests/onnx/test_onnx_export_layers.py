@@ -32,7 +32,8 @@ def randomize_batch_norm(bn):
 LAYERS = {
     "linear": (lambda: nn.Linear(6, 4), rows),
     "linear_no_bias": (lambda: nn.Linear(6, 4, bias=False), rows),
-    "linear_3d": (lambda: nn.Linear(6, 4), lambda n: rng.standard_normal((n, 5, 6)).astype(np.float32)),
+    "linear_3d": (lambda: nn.Linear(6, 4),
+                  lambda n: rng.standard_normal((n, 5, 6)).astype(np.float32)),
     "conv": (lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), images),
     "conv_grouped_dilated": (lambda: nn.Conv2d(3, 6, 3, padding=2, dilation=2, groups=3), images),
     "conv_no_bias": (lambda: nn.Conv2d(3, 2, (3, 1), bias=False), images),
@@ -119,7 +120,8 @@ def test_cnn_with_batch_norm_grouped_dilated_conv_and_ceil_pools(tmp_path):
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), randomize_batch_norm(nn.BatchNorm2d(8)), nn.ReLU(),
         nn.MaxPool2d(2, ceil_mode=True),
-        nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4), randomize_batch_norm(nn.BatchNorm2d(8)),
+        nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4),
+        randomize_batch_norm(nn.BatchNorm2d(8)),
         nn.ReLU(), nn.AvgPool2d(2, ceil_mode=True, count_include_pad=False),
         nn.Flatten(), nn.Linear(8 * 3 * 3, 10))
     model.train()

@@ -130,3 +130,10 @@ def test_bad_arguments(tmp_path):
         export_onnx(nn.ReLU(), tmp_path / "m.onnx", np.zeros((1, 2), np.float32))
     with pytest.raises(ValueError, match="opset"):
         export_onnx(nn.ReLU(), tmp_path / "m.onnx", md.tensor(np.zeros((1, 2))), opset=9)
+
+
+def test_where_on_a_comparison_of_the_input_is_refused_not_frozen(tmp_path):
+    # Comparisons are not traced, so the mask would be the example's at every batch size.
+    with pytest.raises(UnsupportedOperatorError, match="comparison"):
+        export_onnx(Lambda(lambda m, x: md.where(x > 0, x, x * 0.1)), tmp_path / "m.onnx",
+                    md.tensor(data(1)))

@@ -5,13 +5,13 @@ import os
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import minidl as md
 from minidl import nn
 from minidl.onnx import UnsafeExternalDataError, export_onnx, import_model
 
-from onnx_checks import RTOL, ATOL, run_onnxruntime, validate
+from onnx_checks import ATOL, RTOL, run_onnxruntime, validate
 
 rng = np.random.default_rng(3)
 
