@@ -14,6 +14,9 @@ from .ops.shape import cat, stack, where
 from .random import Generator, get_rng_state, initial_seed, manual_seed, set_rng_state
 from .creation import arange, ones, ones_like, rand, randn, zeros, zeros_like, from_numpy
 from . import nn, optim  # noqa: E402  (light: no kernels compile until used)
+# Registers the ONNX graph layer so saved imported models load in a fresh process; the onnx
+# package itself is imported only when a graph is exported or imported.
+from . import onnx as _onnx  # noqa: E402,F401
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,8 @@ class Parameter(Tensor):
         array = np.array(data, copy=True)
         if array.dtype.kind != "f":
             raise TypeError(f"Parameter: data must be floating point, got {array.dtype}")
-        super().__init__(np.ascontiguousarray(array), dtype=array.dtype, device=device,
+        # np.array(order="C") rather than np.ascontiguousarray, which turns 0-d arrays into 1-d.
+        super().__init__(np.array(array, order="C"), dtype=array.dtype, device=device,
                          requires_grad=requires_grad)
 
     def __repr__(self) -> str:

@@ -219,3 +219,9 @@ def test_module_to_float64_casts_parameters_and_buffers():
                if not k.endswith("num_batches_tracked"))
     out = model.eval()(md.tensor(np.ones((1, 1, 8, 8)), dtype=np.float64))
     assert out.dtype == np.float64
+
+
+def test_a_zero_dimensional_parameter_keeps_its_shape():
+    p = nn.Parameter(np.float32(1.5))
+    assert p.shape == ()
+    assert p.item() == 1.5
