@@ -1,11 +1,24 @@
-"""minidl demo: train a small CNN on the 8×8 handwritten digits and report its test accuracy.
+"""minidl demo: train a CNN on the 8×8 digits, kill the training with SIGKILL halfway, resume it,
+and show that the result is bit-for-bit the run that was never interrupted.
 
-    bash scripts/demo.sh            # sets up .venv, then runs this file
+    bash scripts/demo.sh                 # sets up .venv, then runs this file
+    bash scripts/demo.sh --epochs 4      # shorter
+
+Each training run is a child process (``--child``) that calls ``md.fit`` with a checkpoint
+directory; re-running the same command resumes from the latest checkpoint. The parent runs it
+once straight through, once killed and restarted, compares the final states, reports the test
+accuracy and exports the model to ONNX.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -14,10 +27,11 @@ import minidl as md
 from minidl import nn, optim
 from minidl.data import ArrayDataset, DataReader
 from minidl.datasets import load_digits
+from minidl.training import Callback
 
 
 def build_model() -> nn.Module:
-    """The API.md CNN, a little wider: conv-bn-relu-pool, then a linear classifier."""
+    """The API.md CNN, a little wider: conv-bn-relu-pool twice, then a linear classifier."""
     return nn.Sequential(
         nn.Conv2d(1, 16, kernel_size=3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
         nn.MaxPool2d(2),
@@ -27,47 +41,117 @@ def build_model() -> nn.Module:
     )
 
 
-def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
-    model.eval()
-    with md.no_grad():
-        predictions = model(md.tensor(images)).argmax(axis=1).numpy()
-    model.train()
-    return float((predictions == labels).mean())
+class AnnounceSteps(Callback):
+    """Tells the parent process how far training has got (one line per step)."""
+
+    def on_step_end(self, trainer, step, logs):
+        print(f"step {step}", flush=True)
 
 
-def train(epochs: int, seed: int = 0) -> tuple[nn.Module, list[float]]:
-    md.manual_seed(seed)
+def child(run_dir: str, epochs: int) -> None:
+    """One training process: resumes from ``run_dir`` if it holds checkpoints."""
+    md.manual_seed(0)
     train_x, train_y = load_digits("train")
     model = build_model()
     opt = optim.Adam(model.parameters(), lr=3e-3)
-    reader = DataReader(ArrayDataset(train_x, train_y), batch_size=32, shuffle=True, seed=seed)
+    reader = DataReader(ArrayDataset(train_x, train_y), batch_size=32, shuffle=True, seed=0)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(reader))
-    losses = []
-    for epoch in range(epochs):
-        total, count = 0.0, 0
-        for xb, yb in reader:
-            loss = nn.functional.cross_entropy(model(md.tensor(xb)), md.tensor(yb))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            total, count = total + loss.item() * len(yb), count + len(yb)
-        losses.append(total / count)
-        print(f"epoch {epoch + 1:2d}/{epochs}  loss {losses[-1]:.4f}")
-    return model, losses
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=epochs, scheduler=sched,
+           val_data=load_digits("test"), callbacks=[AnnounceSteps()], checkpoint_dir=run_dir,
+           checkpoint_prefix="digits", save_every_steps=25, max_to_keep=2, progress=False)
+    md.save_model(model, os.path.join(run_dir, "final.mdl"))
+
+
+def run_child(run_dir: str, epochs: int, kill_at_step: int | None = None) -> int | None:
+    """Run a training child; SIGKILL it once it reports ``kill_at_step``. Returns the step it
+    was killed at (None if it finished)."""
+    command = [sys.executable, os.path.abspath(__file__), "--child", run_dir, "--epochs",
+               str(epochs)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    killed_at = None
+    for line in process.stdout:
+        if kill_at_step is not None and line.startswith("step "):
+            step = int(line.split()[1])
+            if step >= kill_at_step:
+                process.send_signal(signal.SIGKILL)  # no clean-up, no atexit: a real crash
+                killed_at = step
+                break
+    process.wait()
+    if killed_at is None and process.returncode != 0:
+        raise SystemExit(f"training child failed with exit code {process.returncode}")
+    return killed_at
+
+
+def arrays_identical(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and
+        a[k].tobytes() == b[k].tobytes() for k in a)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--child", metavar="RUN_DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--keep", action="store_true", help="keep the run directories")
     args = parser.parse_args()
+    if args.child:
+        return child(args.child, args.epochs)
 
-    start = time.perf_counter()
-    model, _ = train(args.epochs)
-    test_x, test_y = load_digits("test")
-    acc = accuracy(model, test_x, test_y)
-    print(f"test accuracy {acc:.2%} on {len(test_y)} held-out digits "
-          f"({time.perf_counter() - start:.1f} s)")
+    workdir = tempfile.mkdtemp(prefix="minidl-demo-")
+    steps_total = args.epochs * -(-len(load_digits("train")[1]) // 32)
+    try:
+        start = time.perf_counter()
+        print(f"1. Training straight through: {args.epochs} epochs, {steps_total} steps")
+        straight = os.path.join(workdir, "straight")
+        run_child(straight, args.epochs)
+
+        print("2. Training again, killed with SIGKILL halfway, then started again")
+        resumed = os.path.join(workdir, "resumed")
+        killed_at = run_child(resumed, args.epochs, kill_at_step=steps_total // 2 + 7)
+        manager_files = sorted(f for f in os.listdir(resumed) if f.endswith(".mdl"))
+        print(f"   killed at step {killed_at}; committed checkpoints on disk: {manager_files}")
+        run_child(resumed, args.epochs)
+
+        a = md.load_model(os.path.join(straight, "final.mdl"))
+        b = md.load_model(os.path.join(resumed, "final.mdl"))
+        same = arrays_identical(a.state_dict(), b.state_dict())
+        print(f"3. Final weights, biases and batch-norm statistics bit-for-bit identical: "
+              f"{'YES' if same else 'NO'}")
+
+        test_x, test_y = load_digits("test")
+        b.eval()
+        with md.no_grad():
+            accuracy = float((b(md.tensor(test_x)).argmax(axis=1).numpy() == test_y).mean())
+        print(f"4. Test accuracy of the resumed model: {accuracy:.2%} on {len(test_y)} "
+              f"held-out digits")
+
+        onnx_path = os.path.join(workdir, "digits.onnx")
+        try:
+            md.export_onnx(b, onnx_path, example_input=md.tensor(test_x[:1]))
+            message = f"exported to ONNX ({os.path.getsize(onnx_path) // 1024} KiB)"
+            try:
+                import onnxruntime
+                session = onnxruntime.InferenceSession(onnx_path,
+                                                       providers=["CPUExecutionProvider"])
+                name = session.get_inputs()[0].name
+                theirs = session.run(None, {name: test_x})[0]
+                with md.no_grad():
+                    ours = b(md.tensor(test_x)).numpy()
+                message += (f"; onnxruntime agrees to {np.abs(theirs - ours).max():.1e} "
+                            f"on all {len(test_x)} test digits")
+            except ImportError:
+                pass
+        except (ImportError, ModuleNotFoundError) as error:
+            message = f"ONNX export skipped ({error})"
+        print(f"5. {message}")
+        print(f"Done in {time.perf_counter() - start:.0f} s.")
+        if not same:
+            raise SystemExit(1)
+    finally:
+        if args.keep:
+            print(f"run directories kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

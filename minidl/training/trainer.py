@@ -52,6 +52,46 @@ class _CallbackStates:
             callback.load_state_dict(callback_state)
 
 
+class _EpochTotals:
+    """Running sums of the current epoch's training loss and accuracy.
+
+    They are checkpointed too: a run resumed mid-epoch must report the same epoch loss as one
+    that never stopped, so the part of the epoch before the checkpoint has to be remembered.
+    """
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss_sum, self.correct, self.samples, self.has_accuracy = 0.0, 0, 0, True
+
+    def add(self, loss: float, size: int, correct: int | None) -> None:
+        self.loss_sum += loss * size
+        self.samples += size
+        if correct is None:
+            self.has_accuracy = False
+        else:
+            self.correct += correct
+
+    def logs(self) -> dict:
+        logs = {"loss": self.loss_sum / max(self.samples, 1)}
+        if self.has_accuracy and self.samples:
+            logs["accuracy"] = self.correct / self.samples
+        return logs
+
+    def state_dict(self) -> dict:
+        return {"loss_sum": self.loss_sum, "correct": self.correct, "samples": self.samples,
+                "has_accuracy": self.has_accuracy}
+
+    def load_state_dict(self, state: dict) -> None:
+        try:
+            values = (float(state["loss_sum"]), int(state["correct"]), int(state["samples"]),
+                      bool(state["has_accuracy"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"epoch totals: malformed state ({error!r})") from None
+        self.loss_sum, self.correct, self.samples, self.has_accuracy = values
+
+
 class Trainer:
     """Trains ``model`` on batches from ``reader``; see :func:`fit` for the arguments."""
 
@@ -85,6 +125,7 @@ class Trainer:
         self.val_batch_size = int(val_batch_size)
         self.callbacks = list(callbacks)
         self.history = History()
+        self.totals = _EpochTotals()
         self.step = 0
         self.stop_training = False
         self.progress_enabled, self.plot_path = progress, plot_path
@@ -93,7 +134,8 @@ class Trainer:
         if checkpoint_dir is not None:
             from ..checkpoint import Checkpoint, CheckpointManager
             tracked = {"model": model, "optimizer": optimizer, "reader": reader,
-                       "history": self.history, "callbacks": _CallbackStates(self.callbacks)}
+                       "history": self.history, "epoch_totals": self.totals,
+                       "callbacks": _CallbackStates(self.callbacks)}
             if scheduler is not None:
                 tracked["scheduler"] = scheduler
             self.manager = CheckpointManager(
@@ -144,33 +186,32 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> History:
+        restored = None
         if self.manager is not None and self.restore:
-            self.step = self.manager.restore_latest() or 0
+            restored = self.manager.restore_latest()
+            self.step = restored or 0
+        last_saved_step = restored
         for callback in self.callbacks:
             callback.on_train_begin(self)
         progress = Progress(self.total_steps, self.step, self.progress_enabled)
-        sums = {"loss": 0.0, "correct": 0, "samples": 0, "has_accuracy": True}
         try:
             while self.step < self.total_steps and not self.stop_training:
                 epoch_before = self.reader.epoch
                 loss, size, correct = self.train_step(self.reader.next_batch())
                 self.step += 1
-                sums["loss"] += loss * size
-                sums["samples"] += size
-                if correct is None:
-                    sums["has_accuracy"] = False
-                else:
-                    sums["correct"] += correct
+                self.totals.add(loss, size, correct)
                 progress.step(loss, size)
                 for callback in self.callbacks:
                     callback.on_step_end(self, self.step, {"loss": loss})
                 if self.reader.epoch != epoch_before or self.step == self.total_steps:
-                    self._end_epoch(epoch_before, sums, progress)
-                if self.manager is not None:
-                    self.manager.maybe_save(self.step, metrics=self._last_metrics())
+                    self._end_epoch(epoch_before, progress)
+                if self.manager is not None and self.manager.maybe_save(
+                        self.step, metrics=self._last_metrics()) is not None:
+                    last_saved_step = self.step
             if self.manager is not None:
-                # Always leave a checkpoint of the final state (a finished run resumes as done).
-                if self.manager.latest is None or not self.manager.latest_step == self.step:
+                # Always leave a checkpoint of the final state, so re-running a finished run
+                # restores it and does nothing more.
+                if last_saved_step != self.step:
                     self.manager.save(self.step, metrics=self._last_metrics())
                 self.manager.wait()
         finally:
@@ -185,17 +226,15 @@ class Trainer:
         return {name: values[-1] for name, values in self.history.metrics.items()
                 if values and not math.isnan(values[-1])}
 
-    def _end_epoch(self, epoch: int, sums: dict, progress: Progress) -> None:
-        logs = {"loss": sums["loss"] / max(sums["samples"], 1)}
-        if sums["has_accuracy"] and sums["samples"]:
-            logs["accuracy"] = sums["correct"] / sums["samples"]
+    def _end_epoch(self, epoch: int, progress: Progress) -> None:
+        logs = self.totals.logs()
+        self.totals.reset()
         if self.val_data is not None:
             logs.update(self.evaluate(self.val_data))
         self.history.record(epoch, self.step, logs)
         progress.epoch(epoch, logs)
         for callback in self.callbacks:
             callback.on_epoch_end(self, epoch, logs)
-        sums.update(loss=0.0, correct=0, samples=0, has_accuracy=True)
 
 
 def fit(model, loss_fn, optimizer, reader, **options) -> History:

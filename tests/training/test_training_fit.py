@@ -105,3 +105,52 @@ def test_plot_is_written_when_matplotlib_is_available(tmp_path):
     md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=2, progress=False,
            plot_path=tmp_path / "history.png")
     assert (tmp_path / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class CrashAt(Callback):
+    """Simulates a crash: raises once training reaches ``step``."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, logs):
+        if step == self.step:
+            raise KeyboardInterrupt(f"crash at step {step}")
+
+
+def run_with_checkpoints(run_dir, crash_at=None, epochs=3):
+    model, opt, reader = small_digits_setup()
+    sched = optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.9)
+    callbacks = [EarlyStopping(monitor="val_loss", patience=10)]
+    if crash_at is not None:
+        callbacks.append(CrashAt(crash_at))
+    else:
+        callbacks.append(Callback())
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=epochs, scheduler=sched,
+                     val_data=load_digits("test"), callbacks=callbacks,
+                     checkpoint_dir=str(run_dir), save_every_steps=7, progress=False)
+    return model, opt, reader, history
+
+
+def test_a_crashed_fit_rerun_with_the_same_call_ends_bitwise_equal_to_an_uninterrupted_one(
+        tmp_path):
+    model_a, opt_a, reader_a, history_a = run_with_checkpoints(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        run_with_checkpoints(tmp_path / "crashed", crash_at=40)
+    model_b, opt_b, reader_b, history_b = run_with_checkpoints(tmp_path / "crashed")
+    for (name, a), (_, b) in zip(model_a.state_dict().items(), model_b.state_dict().items()):
+        assert a.tobytes() == b.tobytes(), name
+    state_a, state_b = opt_a.state_dict(), opt_b.state_dict()
+    for index, slots in state_a["state"].items():
+        for slot, value in slots.items():
+            assert np.asarray(value).tobytes() == np.asarray(state_b["state"][index][slot]).tobytes()
+    assert reader_a.state_dict() == reader_b.state_dict()
+    assert history_a.metrics == history_b.metrics and history_a.steps == history_b.steps
+
+
+def test_rerunning_a_finished_fit_restores_and_trains_no_further(tmp_path):
+    model, _, _, history = run_with_checkpoints(tmp_path / "run", epochs=1)
+    again, _, _, history_again = run_with_checkpoints(tmp_path / "run", epochs=1)
+    for a, b in zip(model.state_dict().values(), again.state_dict().values()):
+        assert a.tobytes() == b.tobytes()
+    assert history_again.steps == history.steps
