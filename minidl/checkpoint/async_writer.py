@@ -8,9 +8,9 @@ happen here while the next steps run.  Rules that keep this trustworthy:
   most two snapshots and files are committed in the order they were saved;
 * an exception in the background is kept and raised in the training thread at the next
   call (``submit`` or ``wait``), never lost;
-* the thread is not a daemon, so an interpreter that exits normally first lets the write
-  finish; a hard kill abandons it, and the atomic write leaves only a hidden temporary
-  file, never a partial file under the final name.
+* an interpreter that exits normally first lets the write finish (see the exit hook at
+  the end of this module); a hard kill abandons it, and the atomic write leaves only a
+  hidden temporary file, never a partial file under the final name.
 """
 
 from __future__ import annotations
@@ -66,13 +66,25 @@ class BackgroundWriter:
             raise error
 
 
-@atexit.register
 def _finish_writes_at_exit() -> None:
-    # Normally the interpreter already joined our non-daemon threads before atexit runs;
-    # this covers writers whose thread was started late in shutdown.  Errors can no longer
-    # reach the training loop, so they become warnings.
+    # Errors can no longer reach the training loop, so they become warnings.
     for writer in list(_live_writers):
         try:
             writer.wait()
         except BaseException as exc:
             warnings.warn(f"a background checkpoint save failed at exit: {exc}", RuntimeWarning)
+
+
+# When the main thread ends, the interpreter (1) runs threading's exit hooks, where
+# concurrent.futures shuts its thread pools down (the io layer hashes large tensors on
+# one, and imports it lazily), then (2) joins non-daemon threads, then (3) runs atexit
+# handlers.  A write still in flight at (2) would find the pool gone and fail, so the
+# wait is hooked into (1), ahead of the pools: hooks run in reverse order of
+# registration, and importing concurrent.futures.thread here registers its hook first.
+import concurrent.futures.thread  # noqa: E402,F401  (for its exit hook's position)
+
+_register_threading_exit = getattr(threading, "_register_atexit", None)
+if _register_threading_exit is not None:
+    _register_threading_exit(_finish_writes_at_exit)
+else:  # an interpreter without the hook: still finish what can be finished
+    atexit.register(_finish_writes_at_exit)
