@@ -9,7 +9,8 @@ Saving happens in two phases, which is what lets the manager save in the backgro
 
 1. :meth:`Checkpoint.stage` runs in the caller's thread and takes a *snapshot*: every state
    is copied (arrays included) into a :class:`StagedCheckpoint`.  Training may go on
-   changing the live objects as soon as it returns.
+   changing the live objects as soon as it returns.  (A synchronous save skips the copy:
+   nothing changes the objects while it writes.)
 2. :meth:`Checkpoint.write` turns the snapshot into a file through the io layer
    (``kind="checkpoint"``), atomically: the file appears whole under its name, or not at all.
 
@@ -38,7 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidl import random as md_random
-from minidl.checkpoint.state_tree import copy_state, from_storable, to_storable
+from minidl.checkpoint.state_tree import (
+    copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module
@@ -131,20 +133,27 @@ class Checkpoint:
 
     # -- saving ----------------------------------------------------------------------------------
 
-    def stage(self, step: int = 0, metadata: dict | None = None,
-              manager: dict | None = None) -> StagedCheckpoint:
-        """Snapshot every tracked object and the RNG (copies; safe to write from another thread).
+    def stage(self, step: int = 0, metadata: dict | None = None, manager: dict | None = None,
+              *, copy: bool = True, reuse: dict | None = None) -> StagedCheckpoint:
+        """Snapshot every tracked object and the RNG, ready to be written.
 
+        With ``copy`` (the default) every array is copied, so the result may be written
+        from another thread while training goes on; ``reuse`` (the ``tensors`` of an
+        earlier, already written snapshot) lends its buffers to the copies.  ``copy=False``
+        keeps the live arrays: only for writing right away, in the same thread.
         ``manager`` is extra plain data stored under the header's ``"manager"`` field.
         """
         step = _check_step(step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-        states = {name: to_storable(obj.state_dict(), name) for name, obj in self._objects.items()}
-        user = to_storable(metadata or {}, "metadata")
+        states = {name: to_storable(obj.state_dict(), name, copy_arrays=False)
+                  for name, obj in self._objects.items()}
+        user = to_storable(metadata or {}, "metadata", copy_arrays=False)
         # One encode for everything gives every array a unique, readable tensor name
         # ("objects/model/0.weight") that says where it belongs.
         tree, tensors = encode_value({"metadata": user, "objects": states})
+        if copy:
+            tensors = copy_arrays_into(tensors, reuse)
         header = {"checkpoint_format": CHECKPOINT_FORMAT, "step": step,
                   "metadata": tree["metadata"], "objects": tree["objects"],
                   "rng": md_random.get_rng_state()}
@@ -166,7 +175,8 @@ class Checkpoint:
         The file appears complete or not at all (a crash leaves the previous file, if any).
         ``key`` (16/24/32 bytes) encrypts it.  Returns the path.
         """
-        return self.write(path, self.stage(step, metadata), key=key)
+        # Training waits for this save, so the live arrays can be written without a copy.
+        return self.write(path, self.stage(step, metadata, copy=False), key=key)
 
     # -- restoring -------------------------------------------------------------------------------
 

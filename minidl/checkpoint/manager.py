@@ -90,6 +90,7 @@ class CheckpointManager:
         self.last_restored: RestoreInfo | None = None
         self._lock = threading.Lock()  # guards _records against the background writer
         self._writer = BackgroundWriter() if async_save else None
+        self._spare_tensors: dict | None = None  # buffers of the last written async snapshot
 
         naming.check_prefix(prefix)
         names = self._list_directory()
@@ -194,8 +195,17 @@ class CheckpointManager:
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
             return None
-        staged = self.checkpoint.stage(step, metadata,
-                                       manager={"time": float(now), "metrics": metrics})
+        saved_by_manager = {"time": float(now), "metrics": metrics}
+        if self._writer is None:
+            # Training waits for a synchronous save: the live arrays are written as they are.
+            staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False)
+        else:
+            # At most one write in flight: once the previous one is committed its snapshot
+            # buffers are free, and this snapshot is copied into them.
+            self._writer.wait()
+            staged = self.checkpoint.stage(step, metadata, saved_by_manager,
+                                           reuse=self._spare_tensors)
+            self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
         path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
                                                              staged.epoch))
@@ -208,6 +218,8 @@ class CheckpointManager:
 
     def _write_and_commit(self, staged: StagedCheckpoint, record: CheckpointRecord) -> None:
         Checkpoint.write(record.path, staged, key=self.key)
+        if self._writer is not None:
+            self._spare_tensors = staged.tensors  # written: its buffers can hold the next one
         with self._lock:
             self._records = [r for r in self._records if r.path != record.path] + [record]
             self._records.sort(key=lambda r: (r.step, r.path))
