@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from minidl.io.atomic import TEMP_SUFFIX
+from minidl.io.atomic import final_name_of_temp
 
 EXTENSION = ".mdl"
 STEP_DIGITS = 8
@@ -64,11 +64,8 @@ def parse_name(prefix: str, name: str) -> CheckpointName | None:
 
 def is_leftover_temp(prefix: str, name: str) -> bool:
     """Whether ``name`` is the temporary file of an interrupted save of this prefix."""
-    if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
-        return False
-    # ".<final>.<hex>.tmp": strip the dot, the suffix and the random part.
-    final, _, random_part = name[1:-len(TEMP_SUFFIX)].rpartition(".")
-    return bool(random_part) and parse_name(prefix, final) is not None
+    final = final_name_of_temp(name)
+    return final is not None and parse_name(prefix, final) is not None
 
 
 def run_prefixes(prefix: str, names) -> set[str]:

@@ -23,6 +23,18 @@ def temp_path_for(path: str) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}{TEMP_SUFFIX}")
 
 
+def final_name_of_temp(name: str) -> str | None:
+    """The final file name a temporary name from :func:`temp_path_for` was for, else None.
+
+    Lets a directory's owner recognise (and clean up) what an interrupted write left behind.
+    """
+    if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+        return None
+    final, _, random_part = name[1:-len(TEMP_SUFFIX)].rpartition(".")
+    return final if final and len(random_part) == 12 and all(
+        c in "0123456789abcdef" for c in random_part) else None
+
+
 def fsync_directory(directory: str) -> None:
     """Make a rename inside ``directory`` durable (a no-op where directories cannot be opened)."""
     try:

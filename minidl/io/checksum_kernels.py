@@ -63,6 +63,11 @@ def partial_sum_parallel(words: np.ndarray, first_index: int) -> int:
     if n <= 2 * BLOCK_WORDS or (os.cpu_count() or 1) == 1:
         return int(kernel(words, np.uint64(first_index)))
     starts = range(0, n, BLOCK_WORDS)
-    parts = _pool().map(
-        lambda s: int(kernel(words[s:s + BLOCK_WORDS], np.uint64(first_index + s))), starts)
+    try:
+        parts = list(_pool().map(
+            lambda s: int(kernel(words[s:s + BLOCK_WORDS], np.uint64(first_index + s))), starts))
+    except RuntimeError:
+        # The pool refuses work once the interpreter is shutting down (a background save still
+        # running at exit); the sum is order-free, so one thread gives the same checksum.
+        return int(kernel(words, np.uint64(first_index)))
     return sum(parts) & 0xFFFFFFFFFFFFFFFF

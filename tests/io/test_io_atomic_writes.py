@@ -109,3 +109,11 @@ def test_new_file_gets_ordinary_permissions(tmp_path):
     finally:
         os.umask(old)
     assert (os.stat(tmp_path / "p").st_mode & 0o777) == 0o644
+
+
+def test_temporary_names_map_back_to_the_final_name(tmp_path):
+    from minidl.io.atomic import final_name_of_temp, temp_path_for
+    temp = os.path.basename(temp_path_for(str(tmp_path / "run-step00000010.mdl")))
+    assert final_name_of_temp(temp) == "run-step00000010.mdl"
+    assert final_name_of_temp("run-step00000010.mdl") is None
+    assert final_name_of_temp(".notes.txt.tmp") is None
