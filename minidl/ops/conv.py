@@ -1,9 +1,11 @@
 """2-D convolution as one matrix product per group: im2col, then BLAS.
 
-im2col copies every receptive field of the input into a column, so that with K = C/g·kh·kw and
-L = OH·OW the convolution of each image is the product W (O/g × K) @ cols (K × L). The gradients
-are products too: dW = Σ_images dY @ colsᵀ, dcols = Wᵀ @ dY, and col2im (im2col's adjoint) adds
-each column's gradient back onto the input pixels it was copied from.
+im2col copies every receptive field of the whole batch into a column, so that with
+K = C/g·kh·kw the convolution is one product per group: W (O/g × K) @ cols (K × N·OH·OW). One
+large product keeps BLAS busy where a product per image would be dominated by call overhead.
+The gradients are products too: dW = dY @ colsᵀ (summing over every image and pixel at once),
+dcols = Wᵀ @ dY, and col2im (im2col's adjoint) adds each column's gradient back onto the input
+pixels it was copied from.
 """
 
 from __future__ import annotations
@@ -22,32 +24,35 @@ def _pair(value, name: str) -> tuple:
 class Conv2d(Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
-        n, c = x.shape[:2]
+        n = x.shape[0]
         out_channels, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups, self.weight = x.shape, groups, weight
         out_h = be.conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
         out_w = be.conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
-        cols = be.im2col(x, *self.geometry)                  # (N, C·kh·kw, L)
-        # Sizes spelled out, not -1: reshape cannot infer one for an empty batch (n = 0).
-        self.cols = be.reshape(cols, (n, groups, cols.shape[1] // groups, out_h * out_w))
+        self.out_hw = (out_h, out_w)
+        columns = n * out_h * out_w
+        cols = be.im2col(x, *self.geometry)                     # (C·kh·kw, N·L)
+        # Input channels are the slowest-varying part of a column row, so each group's rows
+        # form one contiguous block: (g, C/g·kh·kw, N·L).
+        self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, columns))
         w = be.reshape(weight, (groups, out_channels // groups, -1))
-        out = be.matmul(w, self.cols)                           # (N, g, O/g, L)
-        out = be.reshape(out, (n, out_channels, out_h, out_w))
+        out = be.reshape(be.matmul(w, self.cols), (out_channels, n, out_h, out_w))
+        out = be.copy(be.transpose(out, (1, 0, 2, 3)))          # (N, O, OH, OW)
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
 
     def backward(self, grad):
         be = self.backend
         n, out_channels = grad.shape[:2]
-        g = be.reshape(grad, (n, self.groups, out_channels // self.groups,
-                              grad.shape[2] * grad.shape[3]))
-        cols_t = be.transpose(self.cols, (0, 1, 3, 2))
-        grad_weight = be.sum(be.matmul(g, cols_t), axis=0)      # Σ over images
+        columns = n * self.out_hw[0] * self.out_hw[1]
+        # dY as (g, O/g, N·L), the layout of the forward product's output.
+        g = be.reshape(be.transpose(grad, (1, 0, 2, 3)),
+                       (self.groups, out_channels // self.groups, columns))
+        grad_weight = be.matmul(g, be.transpose(self.cols, (0, 2, 1)))   # Σ over all columns
         grad_weight = be.reshape(grad_weight, self.weight.shape)
         w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
-        grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)   # (N, g, K, L)
-        grad_cols = be.reshape(grad_cols, (n, self.cols.shape[1] * self.cols.shape[2],
-                                           grad_cols.shape[-1]))
+        grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)            # (g, C/g·kh·kw, N·L)
+        grad_cols = be.reshape(grad_cols, (self.cols.shape[0] * self.cols.shape[1], columns))
         grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias

@@ -104,7 +104,8 @@ def test_convolution_through_im2col_matches_direct_loop(kernel, stride, padding,
     weight = rng.standard_normal((4, 3) + kernel)
     cols = ref.im2col(x, kernel, stride, padding, dilation)
     out_h, out_w = output_hw(7, 6, kernel, stride, padding, dilation)
-    via_im2col = (weight.reshape(4, -1) @ cols).reshape(2, 4, out_h, out_w)
+    # One product for the whole batch: (O, N*OH*OW), then (N, O, OH, OW).
+    via_im2col = (weight.reshape(4, -1) @ cols).reshape(4, 2, out_h, out_w).transpose(1, 0, 2, 3)
     np.testing.assert_allclose(via_im2col, direct_convolution(x, weight, stride, padding, dilation), rtol=1e-12)
 
 

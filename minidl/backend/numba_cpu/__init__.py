@@ -6,11 +6,11 @@ Python loops or many temporary arrays: im2col/col2im, pooling, fused softmax-cro
 layer norm and the optimizer updates. Each kernel is jitted with ``cache=True`` and compiled on its
 first call, never at import.
 
-Threads: the matrix products own the cores (BLAS runs its own thread pool), so the kernels run on
-the calling thread. Two thread pools on few cores fight: Numba's OpenMP workers spin while they
-wait, starving the BLAS workers, and an MLP step measured 15x slower with both pools active on two
-cores. Only im2col/col2im on large inputs split work over Numba threads, and for them OpenMP is
-asked to sleep rather than spin between parallel regions (unless the user chose otherwise).
+Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
+on the calling thread. Two thread pools on few cores fight: Numba's OpenMP workers spin while they
+wait, starving the BLAS workers, and an MLP step measured 15x slower with both pools spinning on
+two cores. So OpenMP is asked to sleep rather than spin between parallel regions (unless the user
+chose otherwise), and only the optimizer updates and large im2col/col2im use Numba threads.
 """
 
 import os

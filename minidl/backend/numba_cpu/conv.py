@@ -1,9 +1,9 @@
 """im2col / col2im as Numba kernels (same names and meaning as :mod:`minidl.backend.reference.conv`).
 
 NumPy can only build im2col out of kh*kw strided copies, each a pass over the whole batch. Here a
-single compiled pass fills the column matrix: one task per (n, c) input plane (spread over threads
-when the batch is big enough), and for every kernel tap (i, j) it writes whole output rows
-contiguously. col2im is the same walk with the
+single compiled pass fills the column matrix (C*kh*kw, N*OH*OW): one task per (n, c) input plane
+(spread over threads when the batch is big enough), and for every kernel tap (i, j) it writes
+whole output rows contiguously into image n's stretch of that tap's row. col2im is the same walk with the
 copy reversed into an add; since a task owns one input plane, no two threads ever add to the same
 cell and no atomics are needed.
 
@@ -47,12 +47,12 @@ def _im2col_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
     height, width = x.shape[2], x.shape[3]
     for i in range(kh):
         for j in range(kw):
-            column_row = cols[b, (ch * kh + i) * kw + j]  # (c, i, j) order of the column axis
+            column_row = cols[(ch * kh + i) * kw + j]  # rows in (c, i, j) order
             col_offset = j * dw - pw
             lo, hi = _valid_output_range(out_w, sw, col_offset, width)
             for oh in range(out_h):
                 ih = oh * sh - ph + i * dh
-                base = oh * out_w
+                base = (b * out_h + oh) * out_w  # columns in (n, oh, ow) order
                 if ih < 0 or ih >= height:
                     for ow in range(out_w):
                         column_row[base + ow] = 0
@@ -86,7 +86,7 @@ def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
             image_row[iw] = 0
     for i in range(kh):
         for j in range(kw):
-            column_row = cols[b, (ch * kh + i) * kw + j]
+            column_row = cols[(ch * kh + i) * kw + j]
             col_offset = j * dw - pw
             lo, hi = _valid_output_range(out_w, sw, col_offset, width)
             for oh in range(out_h):
@@ -95,7 +95,7 @@ def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
                     continue  # this tap read padding: its gradient has nowhere to go
                 image_row = dx[b, ch, ih]
                 target = np.uint64(lo * sw + col_offset)
-                source = np.uint64(oh * out_w + lo)
+                source = np.uint64((b * out_h + oh) * out_w + lo)
                 count = np.uint64(hi - lo)
                 if sw == 1:
                     for t in range(count):
@@ -156,15 +156,15 @@ def _geometry(x_shape, kernel_size, stride, padding, dilation):
 
 
 def im2col(x: np.ndarray, kernel_size, stride, padding, dilation) -> np.ndarray:
-    """Unfold every kernel window of ``x`` (N, C, H, W) into a column: (N, C*kh*kw, OH*OW).
+    """Unfold every kernel window of ``x`` (N, C, H, W) into a column: (C*kh*kw, N*OH*OW).
 
-    The column axis is ordered (c, i, j); cells outside the image read as zero.
+    Rows are ordered (c, i, j), columns (n, oh, ow); cells outside the image read as zero.
     """
     x = np.ascontiguousarray(x)
     params = _geometry(x.shape, kernel_size, stride, padding, dilation)
     kh, kw, out_h, out_w = params[0], params[1], params[8], params[9]
     n, c = x.shape[:2]
-    cols = np.empty((n, c * kh * kw, out_h * out_w), dtype=x.dtype)
+    cols = np.empty((c * kh * kw, n * out_h * out_w), dtype=x.dtype)
     if cols.size:
         kernel = _im2col_parallel if cols.size >= PARALLEL_MIN_WORK else _im2col_serial
         kernel(x, cols, *params)
@@ -177,7 +177,7 @@ def col2im(cols: np.ndarray, x_shape, kernel_size, stride, padding, dilation) ->
     params = _geometry(x_shape, kernel_size, stride, padding, dilation)
     kh, kw, out_h, out_w = params[0], params[1], params[8], params[9]
     n, c = x_shape[:2]
-    cols = np.ascontiguousarray(cols).reshape(n, c * kh * kw, out_h * out_w)
+    cols = np.ascontiguousarray(cols).reshape(c * kh * kw, n * out_h * out_w)
     dx = np.empty(x_shape, dtype=cols.dtype)
     if dx.size:
         kernel = _col2im_parallel if cols.size >= PARALLEL_MIN_WORK else _col2im_serial

@@ -2,8 +2,9 @@
 
 The NumPy reference (:mod:`minidl.backend.reference.optim_kernels`) makes a temporary array for
 almost every operation of an Adam step and walks memory a dozen times. Here each parameter entry
-is read once, updated in registers, and written once. One thread streams through memory faster
-than waking a second one pays for on small machines (see the package docstring).
+is read once, updated in registers, and written once, and ``prange`` splits the entries over
+threads. (Numba's parallel lowering also lets LLVM vectorise this loop, which it does not do for
+the serial form with this many arrays: the serial loop measured 8x slower.)
 
 Determinism: each entry depends only on its own inputs, so no reduction order can change a result. ``fastmath`` stays off, so LLVM keeps the operations in the written
 order and never fuses a multiply-add; with every scalar pre-rounded to the array dtype the results
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 __all__ = ["sgd_update", "adam_update"]
 
@@ -34,12 +35,12 @@ def _flat_input(array: np.ndarray, like: np.ndarray, name: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=like.dtype).reshape(-1)
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _sgd_kernel(param, grad, buffer, lr, momentum, one_minus_dampening, weight_decay,
                 use_weight_decay, use_momentum, nesterov, maximize, first_step):
     # Every scalar arrives already rounded to the array dtype, so no operation here is silently
     # widened to float64 (which would round differently from the reference).
-    for i in range(param.shape[0]):
+    for i in prange(param.shape[0]):
         g = -grad[i] if maximize else grad[i]
         if use_weight_decay:
             g = g + weight_decay * param[i]
@@ -57,11 +58,11 @@ def _sgd_kernel(param, grad, buffer, lr, momentum, one_minus_dampening, weight_d
         param[i] = param[i] - lr * g
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _adam_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
                  bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps,
                  weight_decay, decay_factor, coupled_decay, decoupled_decay, amsgrad, maximize):
-    for i in range(param.shape[0]):
+    for i in prange(param.shape[0]):
         p = param[i]
         g = -grad[i] if maximize else grad[i]
         if decoupled_decay:
