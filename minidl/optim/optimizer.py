@@ -257,7 +257,13 @@ class Optimizer:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """A snapshot of the optimizer: slot arrays copied to NumPy, everything else plain data."""
+        """The optimizer's state: slot arrays as NumPy arrays, everything else plain data.
+
+        On the CPU the slot arrays are the live storage, as in PyTorch and as
+        ``Module.state_dict`` (no copy per call: a checkpoint copies once, when it stages a
+        background save, and not at all when it writes synchronously). Copy them if they must
+        not follow later steps.
+        """
         index_of: dict[int, int] = {}
         groups = []
         for g, group in enumerate(self.param_groups):
@@ -272,7 +278,7 @@ class Optimizer:
                 continue
             backend = get_backend(param.device)
             state[index_of[id(param)]] = {
-                name: (np.array(backend.to_numpy(value), copy=True) if _is_array(value)
+                name: (backend.to_numpy(value) if _is_array(value)
                        else _to_plain(value, f"state[{index_of[id(param)]}][{name!r}]"))
                 for name, value in slots.items()}
         return {"state": state, "param_groups": groups}
