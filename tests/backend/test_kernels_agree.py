@@ -171,6 +171,69 @@ def test_max_pool_propagates_nan_like_reference():
     assert np.isnan(out[0, 0, 0, 0]) and argmax[0, 0, 0, 0] == 4
 
 
+@KERNEL_SETTINGS
+@given(
+    shape=pairs(st.integers(0, 3), st.integers(1, 3), st.integers(2, 9), st.integers(2, 9)),
+    ceil_mode=st.booleans(),
+    dtype=dtypes,
+    seed=seeds,
+    integer_values=st.booleans(),
+    nan_count=st.integers(0, 3),
+)
+def test_max_pool_2x2_fast_path_agrees(shape, ceil_mode, dtype, seed, integer_values, nan_count):
+    # MaxPool2d(2) has its own kernel; odd sizes with ceil_mode must still take the general one.
+    x = random_array(seed, shape, dtype)
+    if integer_values:
+        x = np.round(x).astype(dtype)
+    rng = np.random.default_rng(seed + 2)
+    flat = x.reshape(-1)
+    flat[rng.integers(0, flat.size, size=nan_count if flat.size else 0)] = np.nan
+    args = ((2, 2), (2, 2), (0, 0), (1, 1), ceil_mode)
+    out, argmax = ref.max_pool2d_forward(x, *args)
+    fast_out, fast_argmax = fast.max_pool2d_forward(x, *args)
+    np.testing.assert_array_equal(fast_out, out)  # a max is exact; NaNs must sit in the same cells
+    np.testing.assert_array_equal(fast_argmax, argmax)
+
+
+def test_max_pool_2x2_fast_path_is_taken(monkeypatch):
+    from minidl.backend.numba_cpu import pool as fast_pool
+
+    calls = []
+    kernel = fast_pool._max_pool_2x2_kernel
+    monkeypatch.setattr(fast_pool, "_max_pool_2x2_kernel", lambda *a: calls.append(1) or kernel(*a))
+    x = random_array(0, (2, 3, 6, 7), np.float32)  # odd width: the last column is dropped
+    fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), False)
+    assert calls == [1]
+    fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), True)  # window over the edge
+    assert calls == [1]
+
+
+# ---------------------------------------------------------------------------------------------
+# ReLU gradient
+
+
+@KERNEL_SETTINGS
+@given(shape=st.lists(st.integers(0, 6), min_size=0, max_size=4), dtype=dtypes, seed=seeds,
+       transposed=st.booleans())
+def test_relu_backward_agrees(shape, dtype, seed, transposed):
+    x = np.round(random_array(seed, shape, dtype) * 2).astype(dtype)  # many exact zeros
+    grad = random_array(seed + 1, shape, dtype)
+    if x.size:
+        x.reshape(-1)[0] = np.nan  # NaN input: not > 0, so no gradient
+        grad.reshape(-1)[-1] = np.nan
+    if transposed:  # non-contiguous inputs
+        x, grad = x.T, grad.T
+    actual, expected = fast.relu_backward(grad, x), ref.relu_backward(grad, x)
+    assert actual.dtype == expected.dtype == dtype
+    np.testing.assert_array_equal(actual, expected)  # a select: exact
+
+
+def test_relu_backward_broadcasts_like_reference():
+    x = random_array(0, (3, 4), np.float64)
+    grad = random_array(1, (4,), np.float64)
+    np.testing.assert_array_equal(fast.relu_backward(grad, x), ref.relu_backward(grad, x))
+
+
 # ---------------------------------------------------------------------------------------------
 # softmax and cross-entropy
 

@@ -53,6 +53,47 @@ def _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw):
                 argmax[b, ch, oh, ow] = best_index
 
 
+@njit(inline="always")
+def _challenge(best, best_offset, value, offset):
+    """One more tap of a window: it wins if strictly larger (the first maximum keeps ties) or NaN
+    (NaN propagates; as in the general kernel, a later NaN takes over from an earlier one).
+
+    Written as selects, not an if: which tap wins is data-dependent, so a branch would often be
+    mispredicted.
+    """
+    take = (value > best) | (value != value)
+    return (value if take else best), (offset if take else best_offset)
+
+
+@njit(cache=True)
+def _max_pool_2x2_kernel(x, out, argmax):
+    """The same maxima for the usual ``MaxPool2d(2)``: 2x2 windows, stride 2, no padding, every
+    window inside the image.
+
+    The general kernel tests every tap against the image bounds and loops over a kernel size known
+    only at run time, so LLVM can neither drop the tests nor unroll the window. Here the four taps
+    are spelled out and none can fall outside: the top-left tap claims the window and three
+    compares finish it. This measured ~4x faster than the general kernel on LeNet's 64x6x28x28
+    activations.
+    """
+    n, c, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    for b in range(n):
+        for ch in range(c):
+            for oh in range(out_h):
+                for ow in range(out_w):
+                    ih, iw = 2 * oh, 2 * ow
+                    top = ih * width + iw  # flat in-plane index of the top-left tap
+                    best, best_offset = x[b, ch, ih, iw], top
+                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih, iw + 1], top + 1)
+                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw],
+                                                   top + width)
+                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw + 1],
+                                                   top + width + 1)
+                    out[b, ch, oh, ow] = best
+                    argmax[b, ch, oh, ow] = best_offset
+
+
 @njit(cache=True)
 def _max_pool_backward_kernel(grad_out, argmax, dx):
     n, c, height, width = dx.shape
@@ -142,7 +183,12 @@ def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ce
     out_w = pool_output_size(width, kw, sw, pw, dw, ceil_mode)
     out = np.empty((n, c, out_h, out_w), dtype=x.dtype)
     argmax = np.empty((n, c, out_h, out_w), dtype=np.int64)
-    if out.size:
+    # ceil_mode may add a last window hanging over the edge; 2*out <= size rules that out.
+    usual_2x2 = ((kh, kw, sh, sw, ph, pw, dh, dw) == (2, 2, 2, 2, 0, 0, 1, 1)
+                 and 2 * out_h <= height and 2 * out_w <= width)
+    if out.size and usual_2x2:
+        _max_pool_2x2_kernel(x, out, argmax)
+    elif out.size:
         _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw)
     return out, argmax
 
