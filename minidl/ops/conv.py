@@ -48,15 +48,19 @@ class Conv2d(Function):
         # dY as (g, O/g, N·L), the layout of the forward product's output.
         g = be.reshape(be.transpose(grad, (1, 0, 2, 3)),
                        (self.groups, out_channels // self.groups, columns))
-        grad_weight = be.matmul(g, be.transpose(self.cols, (0, 2, 1)))   # Σ over all columns
-        grad_weight = be.reshape(grad_weight, self.weight.shape)
-        w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
-        grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)            # (g, C/g·kh·kw, N·L)
-        grad_cols = be.reshape(grad_cols, (self.cols.shape[0] * self.cols.shape[1], columns))
-        grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
+        # dWᵀ = cols @ dYᵀ, (K × N·L) @ (N·L × O/g), transposed at the end (K·O/g numbers). Both
+        # orders sum over the long N·L axis, but BLAS blocks it better with the many-row cols on
+        # the left: on LeNet's convolutions this order measured ~2x faster than dY @ colsᵀ.
+        grad_weight_t = be.matmul(self.cols, be.transpose(g, (0, 2, 1)))   # Σ over all columns
+        grad_weight = be.reshape(be.transpose(grad_weight_t, (0, 2, 1)), self.weight.shape)
+        grad_x = None
+        if self.needs_input_grad[0]:  # a network's first layer needs no input gradient
+            w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
+            grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)        # (g, C/g·kh·kw, N·L)
+            grad_cols = be.reshape(grad_cols, (self.cols.shape[0] * self.cols.shape[1], columns))
+            grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
-
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
