@@ -41,69 +41,76 @@ def _valid_output_range(out_size, stride, offset, size):
 def _im2col_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
     """Fill the kh*kw column rows that come from input plane (b, ch).
 
-    The loops index 1-D row views (one image row, one column row) rather than the 4-D and 3-D
-    arrays: the address arithmetic stays trivial and LLVM vectorises the innermost copy.
+    Both arrays are read through flat 1-D views with offsets computed here, rather than by
+    indexing the 4-D and 2-D arrays or slicing a row view per image row: a Numba view costs a
+    struct build, which for LeNet's 10-wide output rows cost more than the copy (this flat form
+    measured ~2x faster). The inner copy stays a plain contiguous loop that LLVM vectorises.
     """
-    height, width = x.shape[2], x.shape[3]
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    columns = cols.shape[1]
+    image = x.reshape(-1)
+    table = cols.reshape(-1)
+    plane_start = (b * channels + ch) * height * width
     for i in range(kh):
         for j in range(kw):
-            column_row = cols[(ch * kh + i) * kw + j]  # rows in (c, i, j) order
+            row_start = ((ch * kh + i) * kw + j) * columns  # column rows in (c, i, j) order
             col_offset = j * dw - pw
             lo, hi = _valid_output_range(out_w, sw, col_offset, width)
             for oh in range(out_h):
                 ih = oh * sh - ph + i * dh
-                base = (b * out_h + oh) * out_w  # columns in (n, oh, ow) order
+                base = row_start + (b * out_h + oh) * out_w  # columns in (n, oh, ow) order
                 if ih < 0 or ih >= height:
                     for ow in range(out_w):
-                        column_row[base + ow] = 0
+                        table[base + ow] = 0
                     continue
-                if lo > 0:
-                    column_row[base : base + lo] = 0
+                for ow in range(lo):
+                    table[base + ow] = 0
                 # Unsigned offsets: Numba must handle a negative signed index by counting from the
                 # end, a per-element test that stops LLVM from vectorising the copy.
-                image_row = x[b, ch, ih]
-                source = np.uint64(lo * sw + col_offset)
+                source = np.uint64(plane_start + ih * width + lo * sw + col_offset)
                 target = np.uint64(base + lo)
                 count = np.uint64(hi - lo)
                 if sw == 1:
                     for t in range(count):
-                        column_row[target + t] = image_row[source + t]
+                        table[target + t] = image[source + t]
                 else:
                     step = np.uint64(sw)
                     for t in range(count):
-                        column_row[target + t] = image_row[source + t * step]
-                if hi < out_w:
-                    column_row[base + hi : base + out_w] = 0
+                        table[target + t] = image[source + t * step]
+                for ow in range(hi, out_w):
+                    table[base + ow] = 0
 
 
 @njit(cache=True)
 def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
-    """Sum into input plane (b, ch) every column entry that was read from it."""
-    height, width = dx.shape[2], dx.shape[3]
-    for ih in range(height):
-        image_row = dx[b, ch, ih]
-        for iw in range(width):
-            image_row[iw] = 0
+    """Sum into input plane (b, ch) every column entry that was read from it (flat views, as in
+    :func:`_im2col_plane`)."""
+    channels, height, width = dx.shape[1], dx.shape[2], dx.shape[3]
+    columns = cols.shape[1]
+    image = dx.reshape(-1)
+    table = cols.reshape(-1)
+    plane_start = (b * channels + ch) * height * width
+    for k in range(plane_start, plane_start + height * width):
+        image[k] = 0
     for i in range(kh):
         for j in range(kw):
-            column_row = cols[(ch * kh + i) * kw + j]
+            row_start = ((ch * kh + i) * kw + j) * columns
             col_offset = j * dw - pw
             lo, hi = _valid_output_range(out_w, sw, col_offset, width)
             for oh in range(out_h):
                 ih = oh * sh - ph + i * dh
                 if ih < 0 or ih >= height:
                     continue  # this tap read padding: its gradient has nowhere to go
-                image_row = dx[b, ch, ih]
-                target = np.uint64(lo * sw + col_offset)
-                source = np.uint64((b * out_h + oh) * out_w + lo)
+                target = np.uint64(plane_start + ih * width + lo * sw + col_offset)
+                source = np.uint64(row_start + (b * out_h + oh) * out_w + lo)
                 count = np.uint64(hi - lo)
                 if sw == 1:
                     for t in range(count):
-                        image_row[target + t] += column_row[source + t]
+                        image[target + t] += table[source + t]
                 else:
                     step = np.uint64(sw)
                     for t in range(count):
-                        image_row[target + t * step] += column_row[source + t]
+                        image[target + t * step] += table[source + t]
 
 
 # Each kernel comes as a serial and a parallel loop over the (n, c) planes. Starting threads
