@@ -49,7 +49,8 @@ class Linear(Function):
         n_rows = math.prod(grad.shape[:-1])
         rows = be.reshape(grad, (n_rows, grad.shape[-1]))
         x_rows = be.reshape(self.x, (n_rows, self.x.shape[-1]))
-        grad_x = be.matmul(grad, self.weight)
+        # A first layer's input (the data) needs no gradient: skip the largest product of all.
+        grad_x = be.matmul(grad, self.weight) if self.needs_input_grad[0] else None
         grad_weight = be.matmul(be.transpose(rows, (1, 0)), x_rows)
         grad_bias = be.sum(rows, axis=0) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
