@@ -20,19 +20,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..reference.optim_kernels import flat_input, flat_view
+
 __all__ = ["sgd_update", "adam_update"]
-
-
-def _flat_view(array: np.ndarray, name: str) -> np.ndarray:
-    if not array.flags.c_contiguous or not array.flags.writeable:
-        raise ValueError(f"{name} must be a writeable C-contiguous array")
-    return array.reshape(-1)
-
-
-def _flat_input(array: np.ndarray, like: np.ndarray, name: str) -> np.ndarray:
-    if array.size != like.size:
-        raise ValueError(f"{name} has shape {array.shape}, expected {like.shape}")
-    return np.ascontiguousarray(array, dtype=like.dtype).reshape(-1)
 
 
 @njit(cache=True, parallel=True)
@@ -89,13 +79,13 @@ def sgd_update(param, grad, momentum_buffer, lr, momentum, dampening, weight_dec
                maximize, first_step):
     """One SGD step in place; same contract and rounding as the reference ``sgd_update``."""
     dtype = param.dtype.type
-    p = _flat_view(param, "param")
-    g = _flat_input(grad, param, "grad")
+    p = flat_view(param, "param")
+    g = flat_input(grad, param, "grad")
     use_momentum = momentum != 0
     if use_momentum:
         if momentum_buffer is None:
             raise ValueError("momentum_buffer is required when momentum != 0")
-        b = _flat_view(momentum_buffer, "momentum_buffer")
+        b = flat_view(momentum_buffer, "momentum_buffer")
     else:
         b = p[:0]  # never read; keeps the kernel's argument types fixed
     _sgd_kernel(p, g, b, dtype(lr), dtype(momentum), dtype(1.0 - dampening), dtype(weight_decay),
@@ -106,14 +96,14 @@ def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta
                 weight_decay, decoupled_weight_decay, amsgrad, maximize):
     """One Adam/AdamW step in place; same contract and rounding as the reference ``adam_update``."""
     dtype = param.dtype.type
-    p = _flat_view(param, "param")
-    g = _flat_input(grad, param, "grad")
-    m = _flat_view(exp_avg, "exp_avg")
-    v = _flat_view(exp_avg_sq, "exp_avg_sq")
+    p = flat_view(param, "param")
+    g = flat_input(grad, param, "grad")
+    m = flat_view(exp_avg, "exp_avg")
+    v = flat_view(exp_avg_sq, "exp_avg_sq")
     if amsgrad:
         if max_exp_avg_sq is None:
             raise ValueError("max_exp_avg_sq is required when amsgrad is set")
-        v_max = _flat_view(max_exp_avg_sq, "max_exp_avg_sq")
+        v_max = flat_view(max_exp_avg_sq, "max_exp_avg_sq")
     else:
         v_max = p[:0]
     use_decay = weight_decay != 0

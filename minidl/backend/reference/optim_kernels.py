@@ -23,14 +23,14 @@ import numpy as np
 __all__ = ["sgd_update", "adam_update"]
 
 
-def _flat_view(array: np.ndarray, name: str) -> np.ndarray:
+def flat_view(array: np.ndarray, name: str) -> np.ndarray:
     # The update must land in the caller's memory, so we need a view, never a copy.
     if not array.flags.c_contiguous or not array.flags.writeable:
         raise ValueError(f"{name} must be a writeable C-contiguous array")
     return array.reshape(-1)
 
 
-def _flat_input(array: np.ndarray, like: np.ndarray, name: str) -> np.ndarray:
+def flat_input(array: np.ndarray, like: np.ndarray, name: str) -> np.ndarray:
     if array.size != like.size:
         raise ValueError(f"{name} has shape {array.shape}, expected {like.shape}")
     return np.ascontiguousarray(array, dtype=like.dtype).reshape(-1)
@@ -52,15 +52,15 @@ def sgd_update(param, grad, momentum_buffer, lr, momentum, dampening, weight_dec
     holds no history yet (it is then overwritten, whatever it contains).
     """
     dtype = param.dtype.type
-    p = _flat_view(param, "param")
-    g = _flat_input(grad, param, "grad")
+    p = flat_view(param, "param")
+    g = flat_input(grad, param, "grad")
     g = -g if maximize else g
     if weight_decay != 0:
         g = g + dtype(weight_decay) * p
     if momentum != 0:
         if momentum_buffer is None:
             raise ValueError("momentum_buffer is required when momentum != 0")
-        b = _flat_view(momentum_buffer, "momentum_buffer")
+        b = flat_view(momentum_buffer, "momentum_buffer")
         if first_step:
             b[...] = g
         else:
@@ -94,10 +94,10 @@ def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta
     ``max_exp_avg_sq`` may be None unless ``amsgrad``.
     """
     dtype = param.dtype.type
-    p = _flat_view(param, "param")
-    g = _flat_input(grad, param, "grad")
-    m = _flat_view(exp_avg, "exp_avg")
-    v = _flat_view(exp_avg_sq, "exp_avg_sq")
+    p = flat_view(param, "param")
+    g = flat_input(grad, param, "grad")
+    m = flat_view(exp_avg, "exp_avg")
+    v = flat_view(exp_avg_sq, "exp_avg_sq")
     g = -g if maximize else g
     if weight_decay != 0:
         if decoupled_weight_decay:
@@ -110,7 +110,7 @@ def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta
     if amsgrad:
         if max_exp_avg_sq is None:
             raise ValueError("max_exp_avg_sq is required when amsgrad is set")
-        v_max = _flat_view(max_exp_avg_sq, "max_exp_avg_sq")
+        v_max = flat_view(max_exp_avg_sq, "max_exp_avg_sq")
         np.maximum(v_max, v, out=v_max)
         v = v_max
     # The scalar factors are computed in double precision, then rounded once to the array dtype.
