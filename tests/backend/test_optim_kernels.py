@@ -55,9 +55,17 @@ def _problem(dtype, shape=(37, 29), steps=6, seed=0):
     return param, grads
 
 
+@pytest.fixture(params=["threads", "one-thread"])
+def loop_variant(request, monkeypatch):
+    """Run the Numba kernels through their parallel loop, or their single-thread loop."""
+    threshold = 0 if request.param == "threads" else 1 << 62
+    monkeypatch.setattr(numba_kernels, "PARALLEL_MIN_ELEMENTS", threshold)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("config", SGD_CONFIGS)
-def test_sgd_numba_equals_reference_bitwise(dtype, config):
+def test_sgd_numba_equals_reference_bitwise(dtype, config, loop_variant):
     param, grads = _problem(dtype)
     for expected, actual in zip(_run_sgd(reference, param, grads, config),
                                 _run_sgd(numba_kernels, param, grads, config)):
@@ -67,7 +75,7 @@ def test_sgd_numba_equals_reference_bitwise(dtype, config):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("config", ADAM_CONFIGS)
-def test_adam_numba_equals_reference_bitwise(dtype, config):
+def test_adam_numba_equals_reference_bitwise(dtype, config, loop_variant):
     param, grads = _problem(dtype)
     for expected, actual in zip(_run_adam(reference, param, grads, config),
                                 _run_adam(numba_kernels, param, grads, config)):
