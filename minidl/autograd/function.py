@@ -8,7 +8,7 @@ Each op subclasses :class:`Function` and defines
   (``None`` where an input needs no gradient).
 
 ``Function.apply`` runs ``forward`` on the inputs' backend and, when any input requires a
-gradient, links the output to this node so that :func:`minidl.autograd.engine.backward` can walk
+gradient and the op is ``differentiable``, links the output to this node so that :func:`minidl.autograd.engine.backward` can walk
 the graph in reverse. Backward rules may return gradients in the *broadcast* shape; the engine
 sums them back to each input's shape, so no op has to repeat that bookkeeping.
 """
@@ -22,6 +22,12 @@ from .grad_mode import is_grad_enabled
 
 class Function:
     """Base class of differentiable ops (see the module docstring)."""
+
+    # False for ops whose output is not a differentiable function of their inputs: comparisons,
+    # argmax, logical ops. Their outputs are piecewise constant (bools, indices), so the true
+    # derivative is zero almost everywhere and undefined at the jumps; linking them into the graph
+    # would only keep their inputs alive for a backward pass that has nothing to send.
+    differentiable = True
 
     # Set by apply(); plain attributes rather than constructor arguments keep ops short.
     backend = None
@@ -54,12 +60,14 @@ class Function:
         node.backend = get_backend(device)
         out_data = node.forward(*(t.data for t in inputs), **attrs)
         needs = tuple(t.requires_grad for t in inputs)
-        requires_grad = is_grad_enabled() and any(needs)
+        requires_grad = cls.differentiable and is_grad_enabled() and any(needs)
         out = Tensor._wrap(out_data, device, requires_grad)
         if requires_grad:
             node.parents = inputs
             node.needs_input_grad = needs
             out._node = node
+        # Reported whether or not it is differentiable: a mask computed from the input (x > 0)
+        # must reach the tracer as an op, or an export would freeze it at the example's values.
         if tracing.active is not None:
             tracing.active.on_function(cls, inputs, attrs, out)
         return out

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max/min over axes, and var.
+"""Reductions: sum, mean, max/min over axes, var, and argmax/argmin (which have no gradient).
 
 A reduction's backward broadcasts the output gradient back over the reduced axes. To do that the
 reduced axes are re-inserted with size 1 (``keepdims``), after which ordinary broadcasting lines
@@ -57,6 +57,26 @@ class Extremum(Function):
         return be.mul(winners, be.div(grad, count))
 
 
+class _ArgExtremum(Function):
+    """Where the extremum is, as int64 indices. An index does not move when the input moves a
+    little, and jumps when it moves enough: no gradient (``differentiable = False``), but
+    recorded, so an export computes the indices from the input."""
+
+    differentiable = False
+    primitive = None  # the backend's argmax or argmin
+
+    def forward(self, a, axis, keepdims):
+        return getattr(self.backend, self.primitive)(a, axis=axis, keepdims=keepdims)
+
+
+class ArgMax(_ArgExtremum):
+    primitive = "argmax"
+
+
+class ArgMin(_ArgExtremum):
+    primitive = "argmin"
+
+
 def sum(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
     axes = normalize_axes("sum", axis, a.ndim)
     if a.dtype.kind == "b":
@@ -99,13 +119,20 @@ def var(a: Tensor, axis=None, keepdims: bool = False, correction: int = 1) -> Te
         1.0 / (count - correction) if count > correction else float("nan"))
 
 
+def _index_axis(op: str, axis, ndim: int):
+    if axis is None:
+        return None
+    axes = normalize_axes(op, axis, ndim)
+    # A 0-d tensor has no axis to search along: its one element is at index 0, as with None.
+    return None if axes is None else axes[0]
+
+
 def argmax(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:
-    if axis is not None:
-        axis = normalize_axes("argmax", axis, a.ndim)[0]
-    return Tensor._wrap(a.backend.argmax(a.data, axis=axis, keepdims=keepdims), a.device)
+    """Index of the largest element along ``axis`` (of the flattened tensor when None); the
+    first one on ties."""
+    return ArgMax.apply(a, axis=_index_axis("argmax", axis, a.ndim), keepdims=keepdims)
 
 
 def argmin(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:
-    if axis is not None:
-        axis = normalize_axes("argmin", axis, a.ndim)[0]
-    return Tensor._wrap(a.backend.argmin(a.data, axis=axis, keepdims=keepdims), a.device)
+    """Index of the smallest element along ``axis``; the first one on ties."""
+    return ArgMin.apply(a, axis=_index_axis("argmin", axis, a.ndim), keepdims=keepdims)
