@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 NEWLINE, CR, SPACE, TAB = 10, 13, 32, 9
-PLUS, MINUS, DOT, BAR, HASH = 43, 45, 46, 124, 35
+PLUS, MINUS, DOT, BAR, HASH, COLON = 43, 45, 46, 124, 35, 58
 ZERO, NINE = 48, 57
 
 # Exact powers of ten: every 10**k with k <= 22 is representable in float64, so
@@ -30,8 +30,8 @@ INF_WORD = np.frombuffer(b"inf", dtype=np.uint8).copy()
 INFINITY_WORD = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 from minidl.data.parsing import (  # noqa: E402  (error codes shared with the reference)
-    MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, OK, REPEATED_STREAM, UNKNOWN_STREAM,
-    WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
+    BAD_INDEX, MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, NOT_INDEX_VALUE, OK, REPEATED_INDEX,
+    REPEATED_STREAM, SPARSE_IN_DENSE, UNKNOWN_STREAM, WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
 )
 
 
@@ -219,14 +219,106 @@ def _find_stream(buf, start, end, names, name_starts):
 
 
 @njit(cache=True, nogil=True)
-def parse_ctf_kernel(buf, names, name_starts, column_starts, values, starts, lines):
+def _skip_blanks(buf, start, end):
+    while start < end and _is_blank(buf[start]):
+        start += 1
+    return start
+
+
+@njit(cache=True, nogil=True)
+def _token_end_and_colon(buf, start, end):
+    """End of the token that starts at ``start``, and where its first ``:`` is (-1: none).
+
+    Finding the colon in the same pass is what lets a dense stream reject ``i:v`` and a sparse
+    stream split it without looking at the bytes twice.
+    """
+    colon = -1
+    p = start
+    while p < end and not _is_blank(buf[p]):
+        if colon < 0 and buf[p] == COLON:
+            colon = p
+        p += 1
+    return p, colon
+
+
+@njit(cache=True, nogil=True)
+def _parse_index(buf, start, end, dim):
+    """``buf[start:end]`` as an index in ``0..dim-1`` (ASCII digits only), or -1."""
+    if start >= end:
+        return -1
+    index = 0
+    for p in range(start, end):
+        if not ZERO <= buf[p] <= NINE:
+            return -1
+        index = index * 10 + (buf[p] - ZERO)
+        if index >= dim:  # also stops a long run of digits before it overflows int64
+            return -1
+    return index
+
+
+@njit(cache=True, nogil=True)
+def _fill_dense(buf, start, end, out):
+    """Parse the blank-separated values of ``buf[start:end]`` into ``out``; an error code.
+
+    ``out`` is one stream's slice of a row: it must receive exactly ``len(out)`` values.
+    """
+    count = 0
+    q = _skip_blanks(buf, start, end)
+    while q < end:
+        token_end, colon = _token_end_and_colon(buf, q, end)
+        if colon >= 0:
+            return SPARSE_IN_DENSE
+        if count >= len(out):
+            return WRONG_VALUE_COUNT
+        ok, value = parse_number(buf, q, token_end)
+        if not ok:
+            return NOT_A_NUMBER
+        out[count] = value
+        count += 1
+        q = _skip_blanks(buf, token_end, end)
+    return OK if count == len(out) else WRONG_VALUE_COUNT
+
+
+@njit(cache=True, nogil=True)
+def _fill_sparse(buf, start, end, out, written_on_line, line):
+    """Zero ``out``, then write each ``index:value`` of ``buf[start:end]`` at its index.
+
+    A sparse vector is all zeros except the entries named, so the row slice is cleared first;
+    any number of entries (none included) is valid. ``written_on_line[i] == line`` marks index
+    ``i`` as already written on this line: comparing with the line number instead of clearing a
+    set per line keeps a repeated index an O(1) check.
+    """
+    out[:] = 0.0
+    q = _skip_blanks(buf, start, end)
+    while q < end:
+        token_end, colon = _token_end_and_colon(buf, q, end)
+        if colon < 0:
+            return NOT_INDEX_VALUE
+        index = _parse_index(buf, q, colon, len(out))
+        if index < 0:
+            return BAD_INDEX
+        if written_on_line[index] == line:
+            return REPEATED_INDEX
+        written_on_line[index] = line
+        ok, value = parse_number(buf, colon + 1, token_end)
+        if not ok:
+            return NOT_A_NUMBER
+        out[index] = value
+        q = _skip_blanks(buf, token_end, end)
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def parse_ctf_kernel(buf, names, name_starts, column_starts, sparse, values, starts, lines):
     """Fill ``values`` from CNTK text format lines; see ``parsing.parse_ctf``.
 
-    Stream ``s`` is named ``names[name_starts[s]:name_starts[s + 1]]`` and owns the columns
-    ``column_starts[s]:column_starts[s + 1]``. Returns ``(rows, bad_line, error_code)``.
+    Stream ``s`` is named ``names[name_starts[s]:name_starts[s + 1]]``, owns the columns
+    ``column_starts[s]:column_starts[s + 1]`` and holds ``index:value`` entries when
+    ``sparse[s]``, plain values otherwise. Returns ``(rows, bad_line, error_code)``.
     """
     streams = len(name_starts) - 1
     seen = np.zeros(streams, dtype=np.bool_)
+    written_on_line = np.full(values.shape[1], -1, dtype=np.int64)
     row = 0
     line = 0
     pos = 0
@@ -257,27 +349,14 @@ def parse_ctf_kernel(buf, names, name_starts, column_starts, values, starts, lin
                 if seen[s]:
                     return row, line, REPEATED_STREAM
                 seen[s] = True
-                dim = column_starts[s + 1] - column_starts[s]
-                count = 0
-                q = name_end
-                while True:
-                    while q < values_end and _is_blank(buf[q]):
-                        q += 1
-                    if q >= values_end:
-                        break
-                    token_end = q
-                    while token_end < values_end and not _is_blank(buf[token_end]):
-                        token_end += 1
-                    if count >= dim:
-                        return row, line, WRONG_VALUE_COUNT
-                    ok, value = parse_number(buf, q, token_end)
-                    if not ok:
-                        return row, line, NOT_A_NUMBER
-                    values[row, column_starts[s] + count] = value
-                    count += 1
-                    q = token_end
-                if count != dim:
-                    return row, line, WRONG_VALUE_COUNT
+                a, b = column_starts[s], column_starts[s + 1]
+                if sparse[s]:
+                    error = _fill_sparse(buf, name_end, values_end, values[row, a:b],
+                                         written_on_line[a:b], line)
+                else:
+                    error = _fill_dense(buf, name_end, values_end, values[row, a:b])
+                if error != OK:
+                    return row, line, error
             for s in range(streams):
                 if not seen[s]:
                     return row, line, MISSING_STREAM

@@ -3,8 +3,11 @@
 Two formats:
 
 - *delimited* (CSV): every non-blank line has exactly ``width`` numeric fields;
-- *CTF* (CNTK text format): ``[sequence id] |name v v v |name v ...``; every named stream must
-  appear once per line with exactly its declared number of dense values; ``|#...`` is a comment.
+- *CTF* (CNTK text format): ``[sequence id] |name v v v |name i:v i:v ...``; every named stream
+  must appear once per line. A *dense* stream holds exactly its declared number of values; a
+  *sparse* stream holds any number of ``index:value`` entries (0-based index below the declared
+  dimension, each index at most once) and every index not named is 0, so ``|labels 3:1`` with
+  dimension 5 reads as ``0 0 0 1 0``. ``|#...`` up to the next ``|`` is a comment.
 
 Both parsers take a ``bytes`` chunk made of whole lines and return :class:`ParsedLines`: a float64
 matrix (one row per non-blank line), where each row starts in the chunk, and which line of the
@@ -24,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 OK, WRONG_FIELD_COUNT, NOT_A_NUMBER, NO_STREAM, UNKNOWN_STREAM, REPEATED_STREAM, \
-    WRONG_VALUE_COUNT, MISSING_STREAM = range(8)
+    WRONG_VALUE_COUNT, MISSING_STREAM, SPARSE_IN_DENSE, NOT_INDEX_VALUE, BAD_INDEX, \
+    REPEATED_INDEX = range(12)
 
 ERROR_MESSAGES = {
     WRONG_FIELD_COUNT: "expected {width} fields",
@@ -34,6 +38,11 @@ ERROR_MESSAGES = {
     REPEATED_STREAM: "a stream appears twice",
     WRONG_VALUE_COUNT: "a stream does not have its declared number of values {dims}",
     MISSING_STREAM: "a stream is missing (expected all of {names})",
+    SPARSE_IN_DENSE: "an index:value entry in a dense stream (dense streams: {dense}; declare a "
+                     "sparse one as {{'dim': ..., 'sparse': True}})",
+    NOT_INDEX_VALUE: "an entry of a sparse stream is not index:value (sparse streams: {sparse})",
+    BAD_INDEX: "a sparse index is not an integer from 0 to dimension - 1 {dims}",
+    REPEATED_INDEX: "a sparse index appears twice in one stream",
 }
 
 
@@ -90,11 +99,58 @@ def parse_delimited_reference(buf: bytes, width: int, delimiter: bytes) -> Parse
     return _collect(rows, starts, lines, width)
 
 
-def parse_ctf_reference(buf: bytes, streams) -> ParsedLines:
-    """Reference parser for CTF lines; ``streams`` is a list of ``(name: bytes, dim: int)``."""
-    dims = [dim for _, dim in streams]
+def ctf_layout(streams):
+    """``(name, dim)`` or ``(name, dim, sparse)`` tuples -> names, dims, sparse flags, columns.
+
+    Stream ``s`` owns the columns ``column_starts[s]:column_starts[s + 1]`` of a parsed row.
+    """
+    names = [stream[0] for stream in streams]
+    dims = [int(stream[1]) for stream in streams]
+    sparse = [bool(stream[2]) if len(stream) > 2 else False for stream in streams]
     column_starts = np.concatenate([[0], np.cumsum(dims)]).astype(np.int64)
-    index_of = {name: s for s, (name, _) in enumerate(streams)}
+    return names, dims, sparse, column_starts
+
+
+def _dense_values_reference(tokens, out) -> int:
+    """Write one value per token into ``out``, which must be filled exactly; an error code."""
+    for count, token in enumerate(tokens):
+        if b":" in token:
+            return SPARSE_IN_DENSE
+        if count >= len(out):
+            return WRONG_VALUE_COUNT
+        number = _to_floats([token])
+        if number is None:
+            return NOT_A_NUMBER
+        out[count] = number[0]
+    return OK if len(tokens) == len(out) else WRONG_VALUE_COUNT
+
+
+def _sparse_values_reference(tokens, out) -> int:
+    """Zero ``out``, then write each ``index:value`` token at its index; an error code."""
+    out[:] = 0.0
+    seen = set()
+    for token in tokens:
+        index_text, colon, value_text = token.partition(b":")
+        if not colon:
+            return NOT_INDEX_VALUE
+        # isdigit() on bytes is ASCII-only; int() alone would also take "+3", "-1" and "1_0".
+        if not index_text.isdigit() or int(index_text) >= len(out):
+            return BAD_INDEX
+        index = int(index_text)
+        if index in seen:
+            return REPEATED_INDEX
+        seen.add(index)
+        number = _to_floats([value_text])
+        if number is None:
+            return NOT_A_NUMBER
+        out[index] = number[0]
+    return OK
+
+
+def parse_ctf_reference(buf: bytes, streams) -> ParsedLines:
+    """Reference parser for CTF lines; ``streams`` as in :func:`parse_ctf`."""
+    names, dims, sparse, column_starts = ctf_layout(streams)
+    index_of = {name: s for s, name in enumerate(names)}
     width = int(column_starts[-1])
     rows, starts, lines = [], [], []
     text_lines, line_starts = _lines_with_starts(buf)
@@ -116,13 +172,10 @@ def parse_ctf_reference(buf: bytes, streams) -> ParsedLines:
             if s in seen:
                 return _collect(rows, starts, lines, width, index, REPEATED_STREAM)
             seen.add(s)
-            tokens = text.split()
-            if len(tokens) != dims[s]:
-                return _collect(rows, starts, lines, width, index, WRONG_VALUE_COUNT)
-            numbers = _to_floats(tokens)
-            if numbers is None:
-                return _collect(rows, starts, lines, width, index, NOT_A_NUMBER)
-            row[column_starts[s]:column_starts[s + 1]] = numbers
+            fill = _sparse_values_reference if sparse[s] else _dense_values_reference
+            error = fill(text.split(), row[column_starts[s]:column_starts[s + 1]])
+            if error != OK:
+                return _collect(rows, starts, lines, width, index, error)
         if len(seen) != len(streams):
             return _collect(rows, starts, lines, width, index, MISSING_STREAM)
         rows.append(row)
@@ -155,17 +208,19 @@ def parse_delimited(buf: bytes, width: int, delimiter: bytes) -> ParsedLines:
 
 
 def parse_ctf(buf: bytes, streams) -> ParsedLines:
-    """Parse CTF lines with the Numba kernel; ``streams`` is a list of ``(name: bytes, dim)``.
+    """Parse CTF lines with the Numba kernel.
 
-    The values of stream ``s`` land in the columns after those of streams ``0..s-1``.
+    ``streams`` lists ``(name: bytes, dim)`` for dense streams and ``(name: bytes, dim, True)``
+    for sparse ones; the ``dim`` values of stream ``s`` land in the columns after those of
+    streams ``0..s-1``, so a parsed row is every stream's dense vector side by side.
     """
     from minidl.data.parse_kernels import parse_ctf_kernel  # compiles on first use
 
-    names = np.frombuffer(b"".join(name for name, _ in streams), dtype=np.uint8)
-    name_starts = np.concatenate([[0], np.cumsum([len(n) for n, _ in streams])]).astype(np.int64)
-    column_starts = np.concatenate([[0], np.cumsum([d for _, d in streams])]).astype(np.int64)
+    names, _, sparse, column_starts = ctf_layout(streams)
+    name_bytes = np.frombuffer(b"".join(names), dtype=np.uint8)
+    name_starts = np.concatenate([[0], np.cumsum([len(n) for n in names])]).astype(np.int64)
     values, starts, lines = _output_arrays(buf, int(column_starts[-1]))
     rows, bad_line, error = parse_ctf_kernel(
-        np.frombuffer(buf, dtype=np.uint8), names, name_starts, column_starts, values, starts,
-        lines)
+        np.frombuffer(buf, dtype=np.uint8), name_bytes, name_starts, column_starts,
+        np.array(sparse, dtype=np.bool_), values, starts, lines)
     return ParsedLines(values[:rows], starts[:rows], lines[:rows], int(bad_line), int(error))

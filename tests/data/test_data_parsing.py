@@ -96,10 +96,62 @@ def test_ctf_kernel_agrees_with_reference(rows):
     ("|features 0 1 0 |features 0 1 0 |labels 1", parsing.REPEATED_STREAM),
     ("|features 0 1 |labels 1", parsing.WRONG_VALUE_COUNT),
     ("|features 0 1 0 1 |labels 1", parsing.WRONG_VALUE_COUNT),
-    ("|features 0 1 0", parsing.MISSING_STREAM), ("|features 0 1:1 0 |labels 1", NOT_A_NUMBER),
+    ("|features 0 1 0", parsing.MISSING_STREAM),
+    ("|features 0 1:1 0 |labels 1", parsing.SPARSE_IN_DENSE),
+    ("|features 0 1 x |labels 1", NOT_A_NUMBER),
 ])
 def test_ctf_errors_agree(line, error):
     buf = f"|features 1 2 3 |labels 0\n{line}\n".encode()
     got = parse_ctf(buf, STREAMS)
     assert_agree(got, parse_ctf_reference(buf, STREAMS))
     assert (got.bad_line, got.error) == (1, error)
+
+
+# A dense stream, then a sparse one of dimension 6 written as index:value pairs.
+SPARSE_STREAMS = [(b"features", 2), (b"words", 6, True)]
+
+
+def test_sparse_entries_land_at_their_index_and_the_rest_is_zero():
+    buf = b"|features 1 2 |words 3:1\n7 |words 0:0.5 5:-2 |features 3 4\n|features 5 6 |words\n"
+    expected = [[1, 2, 0, 0, 0, 1, 0, 0], [3, 4, 0.5, 0, 0, 0, 0, -2], [5, 6, 0, 0, 0, 0, 0, 0]]
+    for parse in (parse_ctf, parse_ctf_reference):
+        parsed = parse(buf, SPARSE_STREAMS)
+        assert parsed.error == OK
+        np.testing.assert_array_equal(parsed.values, expected)
+
+
+# Entries of the sparse stream: mostly valid pairs, sometimes one of every kind of mistake, so
+# that the agreement covers the error codes as well as the values.
+sparse_entry = st.one_of(
+    st.tuples(st.integers(0, 5), ctf_value).map(lambda p: f"{p[0]}:{p[1]}"),
+    st.sampled_from(["6:1", "-1:1", "+1:1", "3", "a:1", "2:x", "2:", ":1", "1:2:3", "01:1",
+                     "99999999999999999999999:1", "1.0:1"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.lists(ctf_value, min_size=2, max_size=2),
+                               st.lists(sparse_entry, max_size=4), st.booleans(), st.booleans()),
+                     max_size=6))
+def test_ctf_kernel_agrees_with_reference_on_sparse_streams(rows):
+    lines = []
+    for features, entries, sparse_first, crlf in rows:
+        parts = [f"|features {' '.join(features)}", f"|words {' '.join(entries)}"]
+        if sparse_first:
+            parts.reverse()
+        lines.append(" ".join(parts) + ("\r" if crlf else ""))
+    buf = ("\n".join(lines) + "\n").encode()
+    assert_agree(parse_ctf(buf, SPARSE_STREAMS), parse_ctf_reference(buf, SPARSE_STREAMS))
+
+
+@pytest.mark.parametrize("entries, error", [
+    ("6:1", parsing.BAD_INDEX), ("-1:1", parsing.BAD_INDEX), ("x:1", parsing.BAD_INDEX),
+    ("1.5:1", parsing.BAD_INDEX), ("2", parsing.NOT_INDEX_VALUE),
+    ("0:1 2", parsing.NOT_INDEX_VALUE), ("2:x", NOT_A_NUMBER), ("2:", NOT_A_NUMBER),
+    ("1:1 1:2", parsing.REPEATED_INDEX), ("0:1\t5:2", OK), ("", OK),
+])
+def test_sparse_errors_agree_and_point_at_the_line(entries, error):
+    buf = f"|features 1 2 |words 0:1\n\n|features 1 2 |words {entries}\n".encode()
+    got = parse_ctf(buf, SPARSE_STREAMS)
+    assert_agree(got, parse_ctf_reference(buf, SPARSE_STREAMS))
+    assert (got.bad_line, got.error) == ((-1, OK) if error == OK else (2, error))
