@@ -144,23 +144,67 @@ def _export_concatenate(builder, inputs, attrs, output):
 
 
 def _export_where(builder, inputs, attrs, output):
-    a, b = _names(builder, inputs)
-    condition = attrs["condition"]
-    out_axis = batch.after_broadcast([(builder.batch_axis[a], inputs[0].ndim),
-                                      (builder.batch_axis[b], inputs[1].ndim)], output.ndim)
-    if builder.name_of_array(condition, "condition") in builder.initializers and \
-            out_axis is not None and np.ndim(condition) == output.ndim:
-        # Comparisons (x > 0) are not traced ops, so a condition computed from the input
-        # arrives here as a fixed array: written as a constant, it would be the example's mask
-        # at every batch size. A condition spanning the batch axis is refused for that reason.
-        raise UnsupportedOperatorError(
-            "Where on a condition that spans the batch axis (a comparison of the input, which "
-            "the trace cannot follow)", ["Where(condition from a comparison)"])
-    cond = builder.name_of_array(condition, "condition")
+    a, b, cond = _names(builder, inputs)
+    condition = inputs[2]
     axis = batch.after_broadcast([(builder.batch_axis[a], inputs[0].ndim),
                                   (builder.batch_axis[b], inputs[1].ndim),
-                                  (builder.batch_axis[cond], np.ndim(condition))], output.ndim)
+                                  (builder.batch_axis[cond], condition.ndim)], output.ndim)
+    if builder.batch_axis[cond] is None and cond in builder.initializers and axis is not None:
+        # A condition no traced op produced is a constant (a mask built in NumPy, say). If it
+        # has an axis of the example's batch size where the output's batch axis is, it almost
+        # certainly describes the example's samples: written down, it would be the example's
+        # mask at every batch size, so it is refused rather than silently frozen. (Size 1
+        # there, or no such axis, is a mask shared by every sample, which is fine.)
+        at = axis - (output.ndim - condition.ndim)
+        if at >= 0 and condition.shape[at] == output.shape[axis]:
+            raise UnsupportedOperatorError(
+                "Where on a constant condition that spans the batch axis (a mask computed "
+                "outside minidl's ops, which the export would freeze at the example's values)",
+                ["Where(constant condition over the batch)"])
     builder.emit("Where", [cond, a, b], output, axis)
+
+
+_COMPARISONS = {"equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
+                "greater": "Greater", "greater_equal": "GreaterOrEqual"}
+
+
+def _export_compare(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    axis = batch.after_broadcast(
+        [(builder.batch_axis[n], t.ndim) for n, t in zip(names, inputs)], output.ndim)
+    dtypes = {t.dtype for t in inputs}
+    if len(dtypes) > 1:
+        # NumPy compares an int64 with a bool (or int32) after promoting both; ONNX requires the
+        # two inputs to have one type, so the promotion is written out.
+        common = np.result_type(*dtypes)
+        names = [n if t.dtype == common else builder.add_node("Cast", [n], to=onnx_code(common))
+                 for n, t in zip(names, inputs)]
+    primitive = attrs["primitive"]
+    if primitive == "not_equal":  # ONNX has no NotEqual: not(a == b)
+        builder.emit("Not", [builder.add_node("Equal", names)], output, axis)
+    else:
+        builder.emit(_COMPARISONS[primitive], names, output, axis)
+
+
+def _arg_extremum(onnx_op):
+    def export(builder, inputs, attrs, output):
+        (x,) = _names(builder, inputs)
+        axis, keepdims = attrs["axis"], bool(attrs["keepdims"])
+        if axis is None:
+            # NumPy's "index into the flattened tensor": flatten, then search axis 0.
+            flat = builder.add_node("Reshape", [x, builder.int64s([-1], "shape")])
+            if not keepdims:
+                builder.emit(onnx_op, [flat], output, None, axis=0, keepdims=0)
+                return
+            index = builder.add_node(onnx_op, [flat], axis=0, keepdims=1)
+            builder.emit("Reshape", [index, builder.int64s([1] * inputs[0].ndim, "shape")],
+                         output, None)
+            return
+        # select_last_index=0: the first of tied extrema, as NumPy.
+        builder.emit(onnx_op, [x], output,
+                     batch.after_reduction(builder.batch_axis[x], (axis,), keepdims),
+                     axis=int(axis), keepdims=int(keepdims), select_last_index=0)
+    return export
 
 
 def _export_cast(builder, inputs, attrs, output):
@@ -378,7 +422,10 @@ FUNCTION_EXPORTERS = {
     ew.Sqrt: _elementwise("Sqrt"), ew.Tanh: _elementwise("Tanh"),
     ew.Sigmoid: _elementwise("Sigmoid"), ew.Relu: _elementwise("Relu"),
     ew.Abs: _elementwise("Abs"), ew.Gelu: _export_gelu, ew.Clamp: _export_clamp,
+    ew.Compare: _export_compare, ew.LogicalNot: _elementwise("Not"),
+    ew.LogicalAnd: _elementwise("And"), ew.LogicalOr: _elementwise("Or"),
     reduction.Sum: _reduction("ReduceSum"), reduction.Extremum: _export_extremum,
+    reduction.ArgMax: _arg_extremum("ArgMax"), reduction.ArgMin: _arg_extremum("ArgMin"),
     shape.Reshape: _export_reshape, shape.Permute: _export_permute,
     shape.BroadcastTo: _export_broadcast_to, shape.GetItem: _export_getitem,
     shape.Concatenate: _export_concatenate, shape.Where: _export_where,

@@ -68,8 +68,8 @@ class GraphBuilder:
         return self.bind(tensor, name, None)
 
     def name_of_array(self, array, hint: str = "const") -> str:
-        """Like :meth:`name_of` for a raw array passed to an op as an attribute (a where()
-        condition, an index array, batch norm's running statistics)."""
+        """Like :meth:`name_of` for a raw array passed to an op as an attribute (an index
+        array, batch norm's running statistics)."""
         name = self._name_of_array.get(id(array))
         if name is not None:
             return name

@@ -115,8 +115,40 @@ def _cast(inputs, attributes):
 
 @onnx_op("Where")
 def _where(inputs, attributes):
-    condition, a, b = inputs
+    condition, a, b = inputs  # the condition may be computed by the graph (Greater, ...)
     return shape.where(condition, a, b)
+
+
+# -- comparisons and logic: bool results, no gradient -------------------------------------------
+
+for _op_type, _function in (("Equal", ew.eq), ("Less", ew.lt), ("LessOrEqual", ew.le),
+                            ("Greater", ew.gt), ("GreaterOrEqual", ew.ge),
+                            ("And", ew.logical_and), ("Or", ew.logical_or)):
+    onnx_op(_op_type)(lambda inputs, attributes, _f=_function: _f(inputs[0], inputs[1]))
+
+
+@onnx_op("Not")
+def _not(inputs, attributes):
+    return ew.logical_not(inputs[0])
+
+
+def _arg_extremum(function):
+    """ArgMax/ArgMin: ``axis`` defaults to 0 and ``keepdims`` to 1 (not NumPy's defaults)."""
+    def compute(inputs, attributes):
+        x = inputs[0]
+        axis = attributes.get("axis", 0) % max(x.ndim, 1)
+        keepdims = bool(attributes.get("keepdims", 1))
+        if not attributes.get("select_last_index", 0):
+            return function(x, axis=axis, keepdims=keepdims)
+        # The last of tied extrema is the first one counted from the end: search the reversed
+        # axis, then turn the position back into an index from the front.
+        reversed_x = shape.getitem(x, (slice(None),) * axis + (slice(None, None, -1),))
+        return (x.shape[axis] - 1) - function(reversed_x, axis=axis, keepdims=keepdims)
+    return compute
+
+
+ONNX_OPS["ArgMax"] = _arg_extremum(reduction.argmax)
+ONNX_OPS["ArgMin"] = _arg_extremum(reduction.argmin)
 
 
 # -- matrix products ------------------------------------------------------------------------------

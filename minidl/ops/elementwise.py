@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic and the pointwise activations.
+"""Elementwise ops: arithmetic, the pointwise activations, comparisons and logical ops.
 
 For y = f(a, b) applied element by element, dL/da = dL/dy · ∂f/∂a at each element; the engine
 then sums over broadcast axes, so these rules are written as if no broadcasting happened.
@@ -207,6 +207,43 @@ class Clamp(Function):
         return self.backend.where(self.inside, grad, grad.dtype.type(0))
 
 
+class Compare(Function):
+    """a <op> b element by element, as a bool tensor; ``primitive`` names the backend's test.
+
+    A step function of its inputs, so there is no gradient to pass back (see
+    ``Function.differentiable``). It is still an op, not a direct backend call, so that an export
+    sees the mask being computed and writes the comparison instead of the example's mask.
+    """
+
+    differentiable = False
+
+    def forward(self, a, b, primitive):
+        return getattr(self.backend, primitive)(a, b)
+
+
+class LogicalNot(Function):
+    differentiable = False
+
+    def forward(self, a):
+        return self.backend.logical_not(a)
+
+
+# On {False, True} ordered False < True, "and" is the smaller of the two and "or" the larger,
+# so the existing minimum/maximum primitives compute them without widening the backend's list.
+class LogicalAnd(Function):
+    differentiable = False
+
+    def forward(self, a, b):
+        return self.backend.minimum(a, b)
+
+
+class LogicalOr(Function):
+    differentiable = False
+
+    def forward(self, a, b):
+        return self.backend.maximum(a, b)
+
+
 # -- functional forms ----------------------------------------------------------------------------
 
 def add(a, b) -> Tensor:
@@ -295,28 +332,64 @@ def _compare(primitive: str, op: str, a, b) -> Tensor:
     a, b = binary_operands(op, a, b)
     if a.device != b.device:
         raise ValueError(f"{op}: operands are on different devices ({a.device}, {b.device})")
-    return Tensor._wrap(getattr(a.backend, primitive)(a.data, b.data), a.device)
+    return Compare.apply(a, b, primitive=primitive)
 
 
 def eq(a, b) -> Tensor:
+    """a == b element by element (a bool tensor, never requiring grad)."""
     return _compare("equal", "eq", a, b)
 
 
 def ne(a, b) -> Tensor:
+    """a != b element by element."""
     return _compare("not_equal", "ne", a, b)
 
 
 def lt(a, b) -> Tensor:
+    """a < b element by element."""
     return _compare("less", "lt", a, b)
 
 
 def le(a, b) -> Tensor:
+    """a <= b element by element."""
     return _compare("less_equal", "le", a, b)
 
 
 def gt(a, b) -> Tensor:
+    """a > b element by element."""
     return _compare("greater", "gt", a, b)
 
 
 def ge(a, b) -> Tensor:
+    """a >= b element by element."""
     return _compare("greater_equal", "ge", a, b)
+
+
+def _require_bool(op: str, *tensors) -> None:
+    for tensor in tensors:
+        if tensor.dtype != np.bool_:
+            raise TypeError(f"{op}: operands must be bool tensors, got {tensor.dtype}")
+
+
+def logical_not(a: Tensor) -> Tensor:
+    """Elementwise "not" of a bool tensor."""
+    _require_bool("logical_not", a)
+    return LogicalNot.apply(a)
+
+
+def _logical(function_class, op: str, a, b) -> Tensor:
+    a, b = binary_operands(op, a, b)
+    _require_bool(op, a, b)
+    if a.device != b.device:
+        raise ValueError(f"{op}: operands are on different devices ({a.device}, {b.device})")
+    return function_class.apply(a, b)
+
+
+def logical_and(a, b) -> Tensor:
+    """Elementwise "and" of bool tensors (broadcasting)."""
+    return _logical(LogicalAnd, "logical_and", a, b)
+
+
+def logical_or(a, b) -> Tensor:
+    """Elementwise "or" of bool tensors (broadcasting)."""
+    return _logical(LogicalOr, "logical_or", a, b)

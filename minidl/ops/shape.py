@@ -68,6 +68,9 @@ class Concatenate(Function):
 
 
 class Where(Function):
+    # The gradient follows the element that was picked: to a where the condition held, to b
+    # elsewhere. The condition is an input too (so an export sees where it came from), but a
+    # bool selector has no gradient: None for it.
     def forward(self, a, b, condition):
         self.condition = condition
         return self.backend.where(condition, a, b)
@@ -75,7 +78,7 @@ class Where(Function):
     def backward(self, grad):
         be = self.backend
         zero = grad.dtype.type(0)
-        return be.where(self.condition, grad, zero), be.where(self.condition, zero, grad)
+        return be.where(self.condition, grad, zero), be.where(self.condition, zero, grad), None
 
 
 class Cast(Function):
@@ -269,14 +272,15 @@ def where(condition, a, b) -> Tensor:
     if like is None:
         raise TypeError("where: at least one of a and b must be a Tensor")
     a, b = as_tensor(a, like=like), as_tensor(b, like=like)
-    condition = condition if isinstance(condition, Tensor) else as_tensor(np.asarray(condition))
+    if not isinstance(condition, Tensor):
+        condition = Tensor(np.asarray(condition), device=like.device)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
     if a.dtype != b.dtype:
         dtype = np.result_type(a.dtype, b.dtype)
         a, b = a.to(dtype=dtype), b.to(dtype=dtype)
     broadcast_shape("where", condition.shape, a.shape, b.shape)
-    return Where.apply(a, b, condition=condition.data)
+    return Where.apply(a, b, condition)
 
 
 def cast(a: Tensor, dtype) -> Tensor:

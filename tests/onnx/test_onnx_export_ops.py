@@ -132,8 +132,19 @@ def test_bad_arguments(tmp_path):
         export_onnx(nn.ReLU(), tmp_path / "m.onnx", md.tensor(np.zeros((1, 2))), opset=9)
 
 
-def test_where_on_a_comparison_of_the_input_is_refused_not_frozen(tmp_path):
-    # Comparisons are not traced, so the mask would be the example's at every batch size.
-    with pytest.raises(UnsupportedOperatorError, match="comparison"):
-        export_onnx(Lambda(lambda m, x: md.where(x > 0, x, x * 0.1)), tmp_path / "m.onnx",
-                    md.tensor(data(1)))
+def test_where_on_a_mask_built_outside_the_ops_is_refused_not_frozen(tmp_path):
+    # The mask is computed in NumPy, so the trace only sees its values: written down, it would be
+    # the example's mask at every batch size. (x > 0 itself is traced: see test_onnx_masks.py.)
+    def forward(m, x):
+        return md.where(md.tensor(x.numpy() > 0), x, x * 0.1)
+
+    with pytest.raises(UnsupportedOperatorError, match="constant condition"):
+        export_onnx(Lambda(forward), tmp_path / "m.onnx", md.tensor(data(1)))
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_where_on_a_constant_mask_shared_by_every_sample_is_exported(tmp_path):
+    # Size 1 at the batch axis broadcasts: the same mask for every sample, whatever the batch.
+    mask = md.tensor(rng.standard_normal((1, 3, 4)) > 0)
+    export_and_compare(Lambda(lambda m, x: md.where(mask, x, -x)), [data(2)],
+                       [[data(5)], [data(1)]], tmp_path)
