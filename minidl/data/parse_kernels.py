@@ -226,19 +226,19 @@ def _skip_blanks(buf, start, end):
 
 
 @njit(cache=True, nogil=True)
-def _token_end_and_colon(buf, start, end):
-    """End of the token that starts at ``start``, and where its first ``:`` is (-1: none).
+def _token_end(buf, start, end):
+    while start < end and not _is_blank(buf[start]):
+        start += 1
+    return start
 
-    Finding the colon in the same pass is what lets a dense stream reject ``i:v`` and a sparse
-    stream split it without looking at the bytes twice.
-    """
-    colon = -1
-    p = start
-    while p < end and not _is_blank(buf[p]):
-        if colon < 0 and buf[p] == COLON:
-            colon = p
-        p += 1
-    return p, colon
+
+@njit(cache=True, nogil=True)
+def _find_colon(buf, start, end):
+    """Position of the first ``:`` in ``buf[start:end]``, or -1."""
+    for p in range(start, end):
+        if buf[p] == COLON:
+            return p
+    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -265,13 +265,15 @@ def _fill_dense(buf, start, end, out):
     count = 0
     q = _skip_blanks(buf, start, end)
     while q < end:
-        token_end, colon = _token_end_and_colon(buf, q, end)
-        if colon >= 0:
-            return SPARSE_IN_DENSE
+        token_end = _token_end(buf, q, end)
         if count >= len(out):
             return WRONG_VALUE_COUNT
         ok, value = parse_number(buf, q, token_end)
         if not ok:
+            # Only a token that is not a number is searched for ':', so well-formed dense
+            # values pay nothing for the friendlier message about index:value entries.
+            if _find_colon(buf, q, token_end) >= 0:
+                return SPARSE_IN_DENSE
             return NOT_A_NUMBER
         out[count] = value
         count += 1
@@ -291,7 +293,8 @@ def _fill_sparse(buf, start, end, out, written_on_line, line):
     out[:] = 0.0
     q = _skip_blanks(buf, start, end)
     while q < end:
-        token_end, colon = _token_end_and_colon(buf, q, end)
+        token_end = _token_end(buf, q, end)
+        colon = _find_colon(buf, q, token_end)
         if colon < 0:
             return NOT_INDEX_VALUE
         index = _parse_index(buf, q, colon, len(out))

@@ -114,13 +114,11 @@ def ctf_layout(streams):
 def _dense_values_reference(tokens, out) -> int:
     """Write one value per token into ``out``, which must be filled exactly; an error code."""
     for count, token in enumerate(tokens):
-        if b":" in token:
-            return SPARSE_IN_DENSE
         if count >= len(out):
             return WRONG_VALUE_COUNT
         number = _to_floats([token])
         if number is None:
-            return NOT_A_NUMBER
+            return SPARSE_IN_DENSE if b":" in token else NOT_A_NUMBER
         out[count] = number[0]
     return OK if len(tokens) == len(out) else WRONG_VALUE_COUNT
 

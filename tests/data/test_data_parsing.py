@@ -129,8 +129,13 @@ sparse_entry = st.one_of(
 )
 
 
+# Values of the dense stream: numbers, now and then a sparse entry or a word where a number
+# belongs, and between 1 and 3 of them where 2 are declared.
+dense_entry = st.one_of(ctf_value, ctf_value, st.sampled_from(["1:1", "x", "0:"]))
+
+
 @settings(max_examples=150, deadline=None)
-@given(rows=st.lists(st.tuples(st.lists(ctf_value, min_size=2, max_size=2),
+@given(rows=st.lists(st.tuples(st.lists(dense_entry, min_size=1, max_size=3),
                                st.lists(sparse_entry, max_size=4), st.booleans(), st.booleans()),
                      max_size=6))
 def test_ctf_kernel_agrees_with_reference_on_sparse_streams(rows):
