@@ -24,3 +24,10 @@ def test_creating_a_tensor_on_a_missing_device_names_the_device():
         pytest.skip("a CUDA device is available here")
     with pytest.raises(RuntimeError, match="'cuda' is not available"):
         md.tensor([1.0], device="cuda")
+
+
+def test_bool_tensors_combine_with_and_or_not_operators():
+    x = md.tensor([-1.0, 0.5, 2.0])
+    np.testing.assert_array_equal(((x > 0) & (x < 1)).numpy(), [False, True, False])
+    np.testing.assert_array_equal(((x < 0) | (x > 1)).numpy(), [True, False, True])
+    np.testing.assert_array_equal((~(x > 0)).numpy(), [True, False, False])
