@@ -6,15 +6,10 @@ BLAS, so a Numba rewrite would not be faster; the Numba backend imports them unc
 
 import numpy as np
 
-__all__ = [
-    "from_numpy", "to_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "astype", "copy",
-    "add", "sub", "mul", "div", "neg", "power", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
-    "relu_backward", "abs", "sign", "maximum", "minimum", "where", "clip",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_not",
-    "sum", "max", "min", "argmax", "argmin",
-    "reshape", "transpose", "broadcast_to", "getitem", "index_add", "concatenate", "stack",
-    "matmul",
-]
+from ..primitives import ARRAY_PRIMITIVES
+
+# Exactly the array half of the seam's primitive list.
+__all__ = list(ARRAY_PRIMITIVES)
 
 
 # -- creation and transfer ---------------------------------------------------------------------
