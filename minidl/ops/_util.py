@@ -61,3 +61,12 @@ def normalize_axes(op: str, axis, ndim: int) -> tuple | None:
 def require_float(op: str, tensor: Tensor, what: str = "input") -> None:
     if tensor.dtype.kind != "f":
         raise TypeError(f"{op}: {what} must be a floating point tensor, got {tensor.dtype}")
+
+
+def check_bias_and_dtype(op: str, x: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    """The checks every affine op (linear, conv2d) shares: a bias of one value per output and
+    an input of the weight's dtype."""
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"{op}: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"{op}: input is {x.dtype} but weight is {weight.dtype}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ._util import check_bias_and_dtype
 
 
 def _pair(value, name: str) -> tuple:
@@ -80,9 +81,6 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
         raise ValueError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "
                          f"stride={stride}, dilation={dilation}, padding={padding}")
-    if bias is not None and bias.shape != (weight.shape[0],):
-        raise ValueError(f"conv2d: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-    if x.dtype != weight.dtype:
-        raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}")
+    check_bias_and_dtype("conv2d", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Conv2d.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)

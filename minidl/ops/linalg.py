@@ -10,7 +10,7 @@ import math
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import broadcast_shape
+from ._util import broadcast_shape, check_bias_and_dtype
 
 
 def _swap_last_two(be, array):
@@ -87,9 +87,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input of shape {x.shape} does not match weight of shape "
                          f"{weight.shape} (expected last dimension {weight.shape[1]})")
-    if bias is not None and bias.shape != (weight.shape[0],):
-        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-    if x.dtype != weight.dtype:
-        raise TypeError(f"linear: input is {x.dtype} but weight is {weight.dtype}")
+    check_bias_and_dtype("linear", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Linear.apply(*inputs)

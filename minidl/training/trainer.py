@@ -17,14 +17,10 @@ import math
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, as_tensor
 from .callbacks import Callback
 from .history import History, plot_history
 from .progress import Progress
-
-
-def _as_tensor(batch_part):
-    return batch_part if isinstance(batch_part, Tensor) else Tensor(np.asarray(batch_part))
 
 
 def _count_correct(outputs: Tensor, targets: np.ndarray) -> int | None:
@@ -147,8 +143,8 @@ class Trainer:
 
     def train_step(self, batch) -> tuple[float, int, int | None]:
         inputs, targets = batch[:-1], batch[-1]
-        outputs = self.model(*(_as_tensor(x) for x in inputs))
-        loss = self.loss_fn(outputs, _as_tensor(targets))
+        outputs = self.model(*(as_tensor(x) for x in inputs))
+        loss = self.loss_fn(outputs, as_tensor(targets))
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
@@ -170,8 +166,8 @@ class Trainer:
                 for start in range(0, len(targets), self.val_batch_size):
                     xb = inputs[start:start + self.val_batch_size]
                     yb = targets[start:start + self.val_batch_size]
-                    outputs = self.model(_as_tensor(xb))
-                    total_loss += float(self.loss_fn(outputs, _as_tensor(yb)).item()) * len(yb)
+                    outputs = self.model(as_tensor(xb))
+                    total_loss += float(self.loss_fn(outputs, as_tensor(yb)).item()) * len(yb)
                     correct = _count_correct(outputs, np.asarray(yb))
                     total_correct = None if correct is None or total_correct is None \
                         else total_correct + correct
