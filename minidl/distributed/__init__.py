@@ -6,7 +6,7 @@ give the data reader ``rank=`` and ``world_size=``. The names follow ``torch.dis
 """
 
 from .collectives import (
-    ReduceOp, all_gather, all_gather_object, all_reduce, barrier, broadcast, broadcast_object,
+    ReduceOp, all_gather, all_gather_object, all_reduce, all_reduce_coalesced, barrier, broadcast, broadcast_object,
 )
 from .process_group import (
     DistributedError, destroy_process_group, get_rank, get_timeout, get_world_size,
@@ -15,6 +15,7 @@ from .process_group import (
 
 __all__ = [
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
-    "get_rank", "get_world_size", "get_timeout", "barrier", "all_reduce", "broadcast",
+    "get_rank", "get_world_size", "get_timeout", "barrier", "all_reduce", "all_reduce_coalesced",
+    "broadcast",
     "all_gather", "all_gather_object", "broadcast_object", "ReduceOp", "DistributedError",
 ]

@@ -96,6 +96,30 @@ def all_reduce(value, op: str = ReduceOp.SUM):
     return value
 
 
+def all_reduce_coalesced(arrays: list, op: str = ReduceOp.SUM) -> list:
+    """``all_reduce`` of several contiguous NumPy arrays, in place, in list order, after one
+    meeting of the ranks (not one per array): how data-parallel training reduces its gradient
+    buckets. Returns ``arrays``."""
+    if op not in ReduceOp.ALL:
+        raise ValueError(f"all_reduce_coalesced: op must be one of {', '.join(ReduceOp.ALL)}, "
+                         f"got {op!r}")
+    for array in arrays:
+        if not (isinstance(array, np.ndarray) and array.flags.c_contiguous
+                and array.dtype.kind in "iuf" and array.dtype.itemsize >= 4):
+            raise TypeError("all_reduce_coalesced: expects contiguous int or float NumPy arrays "
+                            "of 4 or 8 byte elements")
+    comm = communicator()
+    if comm is None:
+        return arrays
+    wait_for_all("all_reduce", ";".join(_signature(a, op) for a in arrays))
+    from mpi4py import MPI
+    for array in arrays:
+        comm.Allreduce(MPI.IN_PLACE, array, op=_mpi_op(op))
+        if op == ReduceOp.AVG:
+            array /= get_world_size()
+    return arrays
+
+
 def broadcast(value, src: int = 0):
     """Overwrite ``value`` (a Tensor or array) on every rank with rank ``src``'s; returns it."""
     _check_rank(src, "src")
