@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidl import random as md_random
+from minidl.checkpoint.data_parallel import rng_for_this_rank
 from minidl.checkpoint.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
@@ -134,14 +135,16 @@ class Checkpoint:
     # -- saving ----------------------------------------------------------------------------------
 
     def stage(self, step: int = 0, metadata: dict | None = None, manager: dict | None = None,
-              *, copy: bool = True, reuse: dict | None = None) -> StagedCheckpoint:
+              *, copy: bool = True, reuse: dict | None = None,
+              rank_rng: list | None = None) -> StagedCheckpoint:
         """Snapshot every tracked object and the RNG, ready to be written.
 
         With ``copy`` (the default) every array is copied, so the result may be written
         from another thread while training goes on; ``reuse`` (the ``tensors`` of an
         earlier, already written snapshot) lends its buffers to the copies.  ``copy=False``
         keeps the live arrays: only for writing right away, in the same thread.
-        ``manager`` is extra plain data stored under the header's ``"manager"`` field.
+        ``manager`` is extra plain data stored under the header's ``"manager"`` field;
+        ``rank_rng`` every rank's generator state in a data-parallel job.
         """
         step = _check_step(step)
         if metadata is not None and not isinstance(metadata, dict):
@@ -159,6 +162,8 @@ class Checkpoint:
                   "rng": md_random.get_rng_state()}
         if manager:
             header["manager"] = to_storable(manager, "manager")
+        if rank_rng is not None:
+            header["rank_rng"] = list(rank_rng)
         return StagedCheckpoint(step, self.epoch, header, tensors)
 
     @staticmethod
@@ -228,8 +233,9 @@ class Checkpoint:
         if unexpected and strict:
             raise StateMismatchError(path, f"holds object(s) {', '.join(unexpected)} that are not "
                                            "tracked; track them, or pass strict=False to skip them")
+        rng = rng_for_this_rank(path, metadata)  # a data-parallel job saved one per rank
         try:  # dry run on a scratch generator: the global one must not change yet
-            md_random.Generator().set_state(metadata["rng"])
+            md_random.Generator().set_state(rng)
         except ValueError as exc:
             raise CorruptFileError(path, f"saved RNG state is invalid: {exc}") from None
         for name, obj in self._objects.items():
@@ -237,7 +243,7 @@ class Checkpoint:
                 _check_module_state(path, name, obj, states[name])
         info = RestoreInfo(path, step, user_metadata, tuple(self._objects), tuple(unexpected),
                            manager if isinstance(manager, dict) else {})
-        return {"states": states, "rng": metadata["rng"], "info": info}
+        return {"states": states, "rng": rng, "info": info}
 
     def _apply(self, path: str, plan: dict) -> None:
         # All snapshots first: loading one object may touch another (a user object holding a

@@ -18,7 +18,9 @@ files of saves that were interrupted are never mistaken for checkpoints, and are
 With ``async_save=True`` the snapshot is taken in the caller's thread (so it is exactly
 the state at ``step``) and written by a :class:`~minidl.checkpoint.async_writer.
 BackgroundWriter` while training continues.  In data-parallel training every rank builds
-the manager, and only the one with ``is_writer=True`` (rank 0) touches the directory.
+the manager and calls ``save``/``maybe_save`` at the same steps: rank 0 writes, the others
+wait for the committed path (see :mod:`minidl.checkpoint.data_parallel`), and every rank
+restores the same file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import threading
 import time
 import warnings
 
-from minidl.checkpoint import naming
+from minidl import distributed as dist
+from minidl.checkpoint import data_parallel, naming
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
@@ -68,14 +71,15 @@ class CheckpointManager:
     ``resume=False`` starts a new run beside existing ones: when the directory already has
     checkpoints with ``prefix``, this run writes under ``prefix_N`` and never touches them.
     ``clock`` (seconds, like ``time.time``) may be replaced, e.g. by a fake one in tests.
-    ``key`` encrypts the files (and is needed to read them).
+    ``key`` encrypts the files (and is needed to read them). ``is_writer`` defaults to
+    "this is rank 0" (always true outside data-parallel training).
     """
 
     def __init__(self, checkpoint: Checkpoint, directory, prefix: str = "ckpt",
                  max_to_keep: int | None = 5, keep_every_n_minutes: float | None = None,
                  save_every_steps: int | None = None, save_every_seconds: float | None = None,
                  monitor: str | None = None, mode: str = "min", keep_best: int | None = None,
-                 async_save: bool = False, is_writer: bool = True, clock=time.time,
+                 async_save: bool = False, is_writer: bool | None = None, clock=time.time,
                  resume: bool = True, key: bytes | None = None):
         if not isinstance(checkpoint, Checkpoint):
             raise TypeError(f"CheckpointManager needs a Checkpoint, got {type(checkpoint).__name__}")
@@ -84,7 +88,7 @@ class CheckpointManager:
         self.policy = RetentionPolicy(max_to_keep, keep_every_n_minutes, monitor, mode, keep_best)
         self.save_every_steps = _check_interval("save_every_steps", save_every_steps, True)
         self.save_every_seconds = _check_interval("save_every_seconds", save_every_seconds, False)
-        self.is_writer = bool(is_writer)
+        self.is_writer = data_parallel.writer_rank(is_writer)
         self.clock = clock
         self.key = key
         self.last_restored: RestoreInfo | None = None
@@ -179,32 +183,46 @@ class CheckpointManager:
                         and step - self._last_saved_step >= self.save_every_steps)
         due_by_time = (self.save_every_seconds is not None
                        and self.clock() - self._last_save_time >= self.save_every_seconds)
+        if self.save_every_seconds is not None and dist.get_world_size() > 1:
+            due_by_time = dist.broadcast_object(due_by_time)  # rank 0's clock decides for all
         if not (due_by_steps or due_by_time) or step == self._last_saved_step:
             return None
         return self.save(step, metrics)
 
     def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None) -> str | None:
-        """Save now; returns the path (None on ranks that are not the writer).
+        """Save now; returns the path.
 
         With ``async_save`` this returns once the state is snapshotted; the file is
-        committed in the background (``wait()`` blocks until it is).
+        committed in the background (``wait()`` blocks until it is). In a data-parallel job
+        every rank calls it: rank 0 writes, and every rank returns the committed path. A
+        single-process manager with ``is_writer=False`` writes nothing and returns None.
         """
         self._raise_background_error()
         now = self.clock()
         metrics = _plain_metrics(metrics)
+        rank_rng = data_parallel.gather_rank_rng()
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
-            return None
+            return data_parallel.share_outcome(None, directory=self.directory)
+        try:
+            path = self._save_as_writer(step, now, metrics, metadata, rank_rng)
+        except BaseException as exc:
+            data_parallel.share_outcome(None, exc)
+            raise
+        return data_parallel.share_outcome(path)
+
+    def _save_as_writer(self, step, now, metrics, metadata, rank_rng) -> str:
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.
-            staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False)
+            staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False,
+                                           rank_rng=rank_rng)
         else:
             # At most one write in flight: once the previous one is committed its snapshot
             # buffers are free, and this snapshot is copied into them.
             self._writer.wait()
             staged = self.checkpoint.stage(step, metadata, saved_by_manager,
-                                           reuse=self._spare_tensors)
+                                           reuse=self._spare_tensors, rank_rng=rank_rng)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
         path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
@@ -253,7 +271,9 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = list(reversed(self._records))
-        return self._restore_first_sound(candidates, strict, "newest")
+        step = self._restore_first_sound(candidates, strict, "newest")
+        data_parallel.check_same_step(self.directory, step)
+        return step
 
     def restore_best(self, strict: bool = True) -> int | None:
         """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""
