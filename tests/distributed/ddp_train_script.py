@@ -9,7 +9,7 @@ sizes train on the same sample sequence. With ``--dir`` it checkpoints every K s
 a CheckpointManager and resumes from the newest checkpoint there. ``--accumulate M`` splits
 each rank's batch into M micro-batches, the first M-1 under ``no_sync()``. At the end rank 0
 writes the final state, the sample ids each step consumed, and every rank's next random
-draws to OUTPUT. Progress lines: "rank R pid P", "training START", "saving N", "step N".
+draws to OUTPUT. Rank 0 prints progress: "pids P0 P1 ...", "training START", "saving N", "step N".
 """
 
 import argparse
@@ -55,7 +55,9 @@ def main(argv=None):
 
     dist.init_process_group(timeout=60)
     rank, world = dist.get_rank(), dist.get_world_size()
-    print(f"rank {rank} pid {os.getpid()}", flush=True)
+    pids = dist.all_gather_object(os.getpid())
+    if rank == 0:
+        print("pids " + " ".join(map(str, pids)), flush=True)
     md.manual_seed(7 + rank)  # each rank its own dropout stream; DDP gives all rank 0's weights
     data = np.random.default_rng(3)
     features = data.standard_normal((96, 10)).astype(np.float64)
@@ -81,7 +83,8 @@ def main(argv=None):
         manager = CheckpointManager(Checkpoint(**tracked), args.dir, prefix="run", max_to_keep=2,
                                     save_every_steps=args.save_every)
         start = manager.restore_latest() or 0
-    print(f"training {start}", flush=True)
+    if rank == 0:
+        print(f"training {start}", flush=True)
     consumed = []
     for step in range(start, args.steps):
         x, y, batch_ids = reader.next_batch()
