@@ -4,7 +4,9 @@
   saved to and restored from one minidl file, restore all-or-nothing;
 * :class:`CheckpointManager` (``manager.py``) — a directory of checkpoints: when to save,
   file names (``naming.py``), what to keep (``retention.py``), background saving
-  (``async_writer.py``) and resuming from the newest sound file.
+  (``async_writer.py``) and resuming from the newest sound file;
+* data-parallel jobs (``data_parallel.py``: rank 0 writes, every rank restores) and sharded
+  optimizer state (``sharded.py``: a shard per rank, an index that commits them, merge).
 
 Everything here is built on :mod:`minidl.io` (the file format) and on the
 ``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.
@@ -13,7 +15,8 @@ Everything here is built on :mod:`minidl.io` (the file format) and on the
 from minidl.checkpoint.checkpoint import (
     Checkpoint, RestoreInfo, StagedCheckpoint, StateMismatchError)
 from minidl.checkpoint.manager import CheckpointManager
+from minidl.checkpoint.sharded import merge_checkpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 
 __all__ = ["Checkpoint", "CheckpointManager", "RestoreInfo", "StagedCheckpoint",
-           "StateMismatchError", "RetentionPolicy", "CheckpointRecord"]
+           "StateMismatchError", "RetentionPolicy", "CheckpointRecord", "merge_checkpoint"]

@@ -32,7 +32,7 @@ import time
 import warnings
 
 from minidl import distributed as dist
-from minidl.checkpoint import data_parallel, naming
+from minidl.checkpoint import data_parallel, naming, sharded
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
@@ -115,8 +115,10 @@ class CheckpointManager:
             return []
 
     def _remove_leftovers(self, names: list[str]) -> None:
+        is_ours = lambda name: naming.parse_name(self.prefix, name) is not None  # noqa: E731
+        leftover_shards = set(sharded.leftover_shards(names, is_ours))
         for name in names:
-            if naming.is_leftover_temp(self.prefix, name):
+            if naming.is_leftover_temp(self.prefix, name) or name in leftover_shards:
                 try:
                     os.remove(os.path.join(self.directory, name))
                 except OSError:
@@ -201,28 +203,40 @@ class CheckpointManager:
         now = self.clock()
         metrics = _plain_metrics(metrics)
         rank_rng = data_parallel.gather_rank_rng()
+        shards = self._write_shards(step)
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
             return data_parallel.share_outcome(None, directory=self.directory)
         try:
-            path = self._save_as_writer(step, now, metrics, metadata, rank_rng)
+            path = self._save_as_writer(step, now, metrics, metadata, rank_rng, shards)
         except BaseException as exc:
             data_parallel.share_outcome(None, exc)
             raise
         return data_parallel.share_outcome(path)
 
-    def _save_as_writer(self, step, now, metrics, metadata, rank_rng) -> str:
+    def _write_shards(self, step: int) -> dict | None:
+        """Every rank writes its shard of sharded objects (ZeRO); None when there are none."""
+        objects = {name: obj for name, obj in self.checkpoint.objects.items()
+                   if sharded.is_sharded(obj)}
+        if not objects or dist.get_world_size() == 1:
+            return None
+        name = naming.file_name(self.prefix, step, self.checkpoint.epoch)
+        return sharded.write_shards(os.path.join(self.directory, name), step, objects,
+                                    key=self.key)
+
+    def _save_as_writer(self, step, now, metrics, metadata, rank_rng, shards) -> str:
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.
             staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False,
-                                           rank_rng=rank_rng)
+                                           rank_rng=rank_rng, shards=shards)
         else:
             # At most one write in flight: once the previous one is committed its snapshot
             # buffers are free, and this snapshot is copied into them.
             self._writer.wait()
             staged = self.checkpoint.stage(step, metadata, saved_by_manager,
-                                           reuse=self._spare_tensors, rank_rng=rank_rng)
+                                           reuse=self._spare_tensors, rank_rng=rank_rng,
+                                           shards=shards)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
         path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
@@ -247,10 +261,7 @@ class CheckpointManager:
             doomed = [r for r in self._records if r.path not in keep]
             self._records = [r for r in self._records if r.path in keep]
         for record in doomed:
-            try:
-                os.remove(record.path)
-            except FileNotFoundError:
-                pass
+            sharded.remove_checkpoint(record.path)
 
     def wait(self) -> None:
         """Block until every background save is committed; raise a background error."""
