@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from .. import distributed as dist
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor, as_tensor
 from .callbacks import Callback
@@ -46,6 +47,18 @@ class _CallbackStates:
                              f" entries, but fit was given {len(self.callbacks)} callbacks")
         for callback, callback_state in zip(self.callbacks, states):
             callback.load_state_dict(callback_state)
+
+
+def _job_wide(loss: float, size: int, correct: int | None) -> tuple[float, int, int | None]:
+    """One step's loss and counts over every rank of a data-parallel job (the same on all of
+    them), so that logs, checkpointed totals and callbacks' decisions agree across ranks."""
+    if dist.get_world_size() == 1:
+        return loss, size, correct
+    steps = dist.all_gather_object([loss, size, correct])
+    total = sum(s for _, s, _ in steps)
+    mean_loss = sum(l * s for l, s, _ in steps) / max(total, 1)
+    counts = [c for _, _, c in steps]
+    return mean_loss, total, None if None in counts else sum(counts)
 
 
 class _EpochTotals:
@@ -189,11 +202,13 @@ class Trainer:
         last_saved_step = restored
         for callback in self.callbacks:
             callback.on_train_begin(self)
-        progress = Progress(self.total_steps, self.step, self.progress_enabled)
+        # In a data-parallel job only rank 0 reports.
+        progress = Progress(self.total_steps, self.step,
+                            self.progress_enabled and dist.get_rank() == 0)
         try:
             while self.step < self.total_steps and not self.stop_training:
                 epoch_before = self.reader.epoch
-                loss, size, correct = self.train_step(self.reader.next_batch())
+                loss, size, correct = _job_wide(*self.train_step(self.reader.next_batch()))
                 self.step += 1
                 self.totals.add(loss, size, correct)
                 progress.step(loss, size)
