@@ -31,13 +31,13 @@ def differences(a, b):
     return problems + [k for k in sorted(set(a) & set(b)) if a[k].tobytes() != b[k].tobytes()]
 
 
-def run_with_kills(ranks, directory, output, kill_plan, rng):
+def run_with_kills(ranks, directory, output, kill_plan, rng, extra=()):
     """Start the job; for each ``(victim_rank, inside_save)`` of ``kill_plan`` kill that rank
     once the job has made progress, then restart; finally let the job finish."""
     plan = list(kill_plan)
     kills = kills_inside_save = 0
     while True:
-        process = start(ranks, SCRIPT, output, "--dir", directory, *OPTIONS)
+        process = start(ranks, SCRIPT, output, "--dir", directory, *OPTIONS, *extra)
         pids, started = {}, None
         victim, inside_save = plan.pop(0) if plan else (None, False)
         target = None
@@ -68,21 +68,33 @@ def run_with_kills(ranks, directory, output, kill_plan, rng):
             return kills, kills_inside_save
 
 
+VARIANTS = {"adam": ([], [(1, False), (0, True), (1, True)]),
+            "zero": (["--zero"], [(0, True), (1, True)])}
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    base = tmp_path_factory.mktemp("uninterrupted")
-    run(2, SCRIPT, str(base / "final.npz"), "--dir", str(base / "run"), *OPTIONS)
-    return lambda: load(base / "final.npz")
+    runs = {}
+
+    def result(variant):
+        if variant not in runs:
+            base = tmp_path_factory.mktemp(f"uninterrupted-{variant}")
+            run(2, SCRIPT, str(base / "final.npz"), "--dir", str(base / "run"), *OPTIONS,
+                *VARIANTS[variant][0])
+            runs[variant] = base / "final.npz"
+        return load(runs[variant])
+    return result
 
 
-def test_job_killed_mid_step_and_mid_save_ends_bitwise_equal(tmp_path, uninterrupted):
-    plan = [(1, False), (0, True), (1, True)]
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_job_killed_mid_step_and_mid_save_ends_bitwise_equal(tmp_path, uninterrupted, variant):
+    extra, plan = VARIANTS[variant]
     kills, inside_save = run_with_kills(2, str(tmp_path / "run"), str(tmp_path / "final.npz"),
-                                        plan, np.random.default_rng(0))
-    assert (kills, inside_save) == (3, 2)
+                                        plan, np.random.default_rng(0), extra)
+    assert (kills, inside_save) == (len(plan), sum(s for _, s in plan))
     result = load(tmp_path / "final.npz")
     # "consumed" holds the samples of the last start's steps only; the rest covers the run.
-    expected = uninterrupted()
+    expected = uninterrupted(variant)
     del result["consumed"], expected["consumed"]
     assert differences(result, expected) == []
     # Each rank's dropout stream was restored, not only rank 0's: their next draws differ.
@@ -94,4 +106,4 @@ def test_a_one_rank_run_is_not_what_two_ranks_compute(tmp_path, uninterrupted):
     # Guards the test above: with dropout and BatchNorm, world size matters, so agreeing
     # with the two-rank run is evidence, not a coincidence of equal computations.
     run(1, SCRIPT, str(tmp_path / "final.npz"), *OPTIONS)
-    assert differences(load(tmp_path / "final.npz"), uninterrupted()) != []
+    assert differences(load(tmp_path / "final.npz"), uninterrupted("adam")) != []
