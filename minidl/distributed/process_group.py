@@ -30,6 +30,7 @@ _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MP
                             "SLURM_NTASKS")
 DEFAULT_TIMEOUT_SECONDS = 300.0
 TIMEOUT_VARIABLE = "MINIDL_DIST_TIMEOUT"
+SPIN_SECONDS = 0.002
 
 
 class DistributedError(RuntimeError):
@@ -156,9 +157,10 @@ def communicator():
 def wait_for_all(what: str, signature: str = "") -> None:
     """Meet every rank before a collective, or raise ``DistributedError`` after the timeout.
 
-    The meeting is a tiny non-blocking all-reduce that this process polls: a short spin first
-    (ranks usually arrive together), then sleeps growing to 1 ms, so that waiting ranks leave
-    the CPU to the ones still computing (several ranks often share a core). It also compares
+    The meeting is a tiny non-blocking all-reduce that this process polls: a spin of
+    ``SPIN_SECONDS`` first (ranks usually arrive together, and a sleep would cost more than
+    the meeting), then sleeps growing to 1 ms, so that ranks waiting for a slow one leave the
+    CPU to the ones still computing (several ranks often share a core). It also compares
     ``signature`` (what the collective will move: shape and dtype) across ranks: the MAX of
     ``(h, -h)`` over ranks is ``(h, -h)`` again exactly when every rank has the same hash
     ``h``, and every rank sees the same result, so all of them raise together on a mismatch
@@ -171,9 +173,10 @@ def wait_for_all(what: str, signature: str = "") -> None:
     code = zlib.crc32(signature.encode())
     votes = np.array([code, -code], np.int64)
     request = comm.Iallreduce(MPI.IN_PLACE, votes, op=MPI.MAX)
-    deadline = time.monotonic() + _group.timeout
+    start = time.monotonic()
+    deadline = start + _group.timeout
     pause = 0.0
-    for _ in range(200):
+    while time.monotonic() - start < SPIN_SECONDS:
         if request.Test():
             break
     else:
