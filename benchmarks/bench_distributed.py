@@ -31,6 +31,8 @@ import time
 import numpy as np
 
 SIZES_MB = (1, 4, 16, 64, 100)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "NUMBA_NUM_THREADS")
 
 
 def _median_seconds(function, repeats: int) -> float:
@@ -139,8 +141,14 @@ def main() -> int:
     if mpiexec is None:
         print("bench_distributed: needs mpiexec and mpi4py (pip install minidl[mpi])")
         return 1
+    # Ranks share the machine's cores: each gets its share of threads (BLAS, Numba), or the
+    # ranks' thread pools fight over the same cores.
+    env = dict(os.environ)
+    threads = str(max(1, (os.cpu_count() or 1) // args.ranks))
+    for name in THREAD_VARIABLES:
+        env.setdefault(name, threads)
     return subprocess.call([mpiexec, "-n", str(args.ranks), sys.executable, __file__,
-                            "--worker", "--repeats", str(args.repeats)])
+                            "--worker", "--repeats", str(args.repeats)], env=env)
 
 
 if __name__ == "__main__":

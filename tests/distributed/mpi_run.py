@@ -41,6 +41,9 @@ def environment() -> dict:
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(HERE))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # Several ranks share few cores: one thread each, or their thread pools fight.
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        env[name] = "1"
     return env
 
 
