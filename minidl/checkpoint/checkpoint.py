@@ -137,7 +137,8 @@ class Checkpoint:
 
     def stage(self, step: int = 0, metadata: dict | None = None, manager: dict | None = None,
               *, copy: bool = True, reuse: dict | None = None,
-              rank_rng: list | None = None, shards: dict | None = None) -> StagedCheckpoint:
+              rank_rng: list | None = None, shards: dict | None = None,
+              rank_states: dict | None = None) -> StagedCheckpoint:
         """Snapshot every tracked object and the RNG, ready to be written.
 
         With ``copy`` (the default) every array is copied, so the result may be written
@@ -147,13 +148,16 @@ class Checkpoint:
         ``manager`` is extra plain data stored under the header's ``"manager"`` field;
         ``rank_rng`` every rank's generator state in a data-parallel job; ``shards`` the
         shard files already written for the objects it names (see :mod:`~minidl.checkpoint.
-        sharded`), whose states the file then does not hold itself.
+        sharded`), whose states the file then does not hold itself; ``rank_states`` every
+        rank's state of objects whose state differs per rank, stored as ``{"per_rank": [...]}``.
         """
         step = _check_step(step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         sharded_names = shards["objects"] if shards else ()
+        rank_states = rank_states or {}
         states = {name: (sharded.placeholder(shards) if name in sharded_names else
+                         {"per_rank": rank_states[name]} if name in rank_states else
                          to_storable(obj.state_dict(), name, copy_arrays=False))
                   for name, obj in self._objects.items()}
         user = to_storable(metadata or {}, "metadata", copy_arrays=False)

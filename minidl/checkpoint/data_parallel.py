@@ -42,6 +42,18 @@ def gather_rank_rng() -> list | None:
     return dist.all_gather_object(md_random.get_rng_state())
 
 
+def gather_rank_local_states(objects: dict) -> dict | None:
+    """Every rank's state of the objects whose state differs per rank (``rank_local_state``,
+    e.g. a streaming reader's byte position in its own part of the file), by name (collective;
+    None in a group of one or when there are none)."""
+    names = [name for name, obj in objects.items() if getattr(obj, "rank_local_state", False)]
+    if dist.get_world_size() == 1 or not names:
+        return None
+    mine = {name: objects[name].state_dict() for name in names}
+    everyone = dist.all_gather_object(mine)
+    return {name: [states[name] for states in everyone] for name in names}
+
+
 def share_outcome(path: str | None, error: BaseException | None = None, *,
                   directory: str = "") -> str | None:
     """Rank 0 tells every rank the committed path, or that the save failed (collective)."""

@@ -203,12 +203,15 @@ class CheckpointManager:
         now = self.clock()
         metrics = _plain_metrics(metrics)
         rank_rng = data_parallel.gather_rank_rng()
+        rank_states = data_parallel.gather_rank_local_states(self.checkpoint.objects)
         shards = self._write_shards(step)
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
             return data_parallel.share_outcome(None, directory=self.directory)
         try:
-            path = self._save_as_writer(step, now, metrics, metadata, rank_rng, shards)
+            path = self._save_as_writer(step, now, metrics, metadata,
+                                        dict(rank_rng=rank_rng, shards=shards,
+                                             rank_states=rank_states))
         except BaseException as exc:
             data_parallel.share_outcome(None, exc)
             raise
@@ -224,19 +227,18 @@ class CheckpointManager:
         return sharded.write_shards(os.path.join(self.directory, name), step, objects,
                                     key=self.key)
 
-    def _save_as_writer(self, step, now, metrics, metadata, rank_rng, shards) -> str:
+    def _save_as_writer(self, step, now, metrics, metadata, gathered: dict) -> str:
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.
             staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False,
-                                           rank_rng=rank_rng, shards=shards)
+                                           **gathered)
         else:
             # At most one write in flight: once the previous one is committed its snapshot
             # buffers are free, and this snapshot is copied into them.
             self._writer.wait()
             staged = self.checkpoint.stage(step, metadata, saved_by_manager,
-                                           reuse=self._spare_tensors, rank_rng=rank_rng,
-                                           shards=shards)
+                                           reuse=self._spare_tensors, **gathered)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
         path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
