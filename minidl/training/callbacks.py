@@ -111,7 +111,13 @@ class ModelCheckpoint(Callback):
                 return
             self.best = float(logs[self.monitor])
         path = self.filepath.format(epoch=epoch + 1, step=trainer.step, **logs)
-        save_model(trainer.model, path)
+        from .. import distributed as dist
+        from ..nn.parallel import DistributedDataParallel
+        model = trainer.model
+        if isinstance(model, DistributedDataParallel):
+            model = model.module  # the model itself, loadable anywhere, as PyTorch's .module
+        if dist.get_rank() == 0:  # replicas are identical: one rank writes
+            save_model(model, path)
         self.saved.append(path)
 
     def state_dict(self):

@@ -12,6 +12,7 @@ import minidl as md
 import minidl.distributed as dist
 from minidl import nn, optim
 from minidl.data import ArrayDataset, DataReader
+from minidl.training import ModelCheckpoint
 
 
 def main(argv):
@@ -27,8 +28,10 @@ def main(argv):
         nn.Sequential(nn.Linear(6, 8, dtype="float64"), nn.Tanh(), nn.Linear(8, 3, dtype="float64")))
     reader = DataReader(ArrayDataset(x, y), batch_size=12 // world, shuffle=True, seed=2,
                         rank=rank, world_size=world)
+    callbacks = [ModelCheckpoint(f"{output}-best.mdl", save_best_only=True)]
     history = md.fit(model, nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.1), reader,
-                     epochs=3, val_data=(x, y), checkpoint_dir=directory, save_every_steps=5)
+                     epochs=3, val_data=(x, y), checkpoint_dir=directory, save_every_steps=5,
+                     callbacks=callbacks)
     np.savez(f"{output}-rank{rank}.npz", loss=np.array(history.metrics["loss"]),
              accuracy=np.array(history.metrics["accuracy"]),
              val_loss=np.array(history.metrics["val_loss"]),

@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 
+import minidl as md
+
 from mpi_run import HERE, requires_mpi, run
 
 pytestmark = requires_mpi
@@ -30,3 +32,6 @@ def test_fit_on_two_ranks_logs_once_and_matches_one_process(tmp_path):
     assert count(single.stderr + single.stdout) == 1
     assert count(double.stderr + double.stdout) == 1
     assert os.listdir(tmp_path / "ckpt")  # rank 0 wrote the checkpoints
+    # ModelCheckpoint saved the model inside the DDP wrapper, loadable by a single process.
+    best = md.load_model(str(tmp_path / "two-best.mdl"))
+    np.testing.assert_array_equal(best[0].weight.numpy(), ranks[0]["weight"])
