@@ -189,7 +189,8 @@ def all_gather_object(obj) -> list:
         return [obj]
     data = _pack(obj)
     wait_for_all("all_gather_object")
-    sizes = np.array(comm.allgather(len(data)), np.int64)
+    sizes = np.empty(comm.Get_size(), np.int64)
+    comm.Allgather(np.array([len(data)], np.int64), sizes)
     gathered = np.empty(int(sizes.sum()), np.uint8)
     comm.Allgatherv(data, [gathered, sizes])
     bounds = np.concatenate([[0], np.cumsum(sizes)])

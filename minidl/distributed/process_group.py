@@ -25,9 +25,9 @@ import zlib
 
 import numpy as np
 
-# Environment variables by which common launchers tell a process it is one of several.
-_LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
-                            "SLURM_NTASKS")
+# Environment variables by which MPI launchers tell a process it is one of several (MPICH's
+# Hydra and Slurm's PMI, Open MPI, MVAPICH).
+_LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 DEFAULT_TIMEOUT_SECONDS = 300.0
 TIMEOUT_VARIABLE = "MINIDL_DIST_TIMEOUT"
 SPIN_SECONDS = 0.002
