@@ -10,6 +10,7 @@ the PATH) and rank 0 prints two tables.
    fast, which also checks that all ranks pass the same shape); the ratio shows what that
    costs. "bus GB/s" is the ring figure 2(N-1)/N * bytes / time: the bytes each rank must
    send (and receive) in the bandwidth-optimal algorithm, so it is comparable across N.
+   A third line times that meeting alone against an MPI barrier.
 2. **Communication share of an MLP training step** at N ranks (784-1024-1024-10, float32,
    about 7.3 MB of gradients): the step with DDP averaging gradients in 25 MB buckets, and
    unbucketed (one all-reduce per parameter, ``bucket_cap_mb=0``).
@@ -78,6 +79,27 @@ def bandwidth_table(repeats: int) -> list[str]:
     return lines
 
 
+def meeting_table(repeats: int) -> list[str]:
+    """What the fail-fast meeting before each collective costs, next to an MPI barrier."""
+    from mpi4py import MPI
+
+    from minidl.distributed.process_group import wait_for_all
+    comm = MPI.COMM_WORLD
+    calls = 1000
+    timings = {"MPI Barrier": [], "minidl meeting": []}
+    for _ in range(repeats):
+        for label, call in (("MPI Barrier", comm.Barrier),
+                            ("minidl meeting", lambda: wait_for_all("bench", "(1,) <f4"))):
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            timings[label].append((time.perf_counter() - start) / calls)
+    return ["latency of meeting the ranks (best of "
+            f"{repeats} x {calls} calls): " + ", ".join(
+                f"{label} {min(values) * 1e6:.1f} us" for label, values in timings.items())]
+
+
 def step_table(repeats: int) -> list[str]:
     import minidl as md
     import minidl.distributed as dist
@@ -122,7 +144,7 @@ def step_table(repeats: int) -> list[str]:
 def worker(repeats: int) -> None:
     import minidl.distributed as dist
     dist.init_process_group()
-    lines = bandwidth_table(repeats) + [""] + step_table(repeats)
+    lines = (bandwidth_table(repeats) + meeting_table(repeats) + [""] + step_table(repeats))
     if dist.get_rank() == 0:
         print("\n".join(lines), flush=True)
 

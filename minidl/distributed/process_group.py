@@ -30,7 +30,8 @@ import numpy as np
 _LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 DEFAULT_TIMEOUT_SECONDS = 300.0
 TIMEOUT_VARIABLE = "MINIDL_DIST_TIMEOUT"
-SPIN_SECONDS = 0.002
+SPIN_POLLS = 100        # polls before yielding the core between polls, ...
+YIELD_SECONDS = 0.1     # ... then sleep: a rank this late is computing, not about to arrive
 
 
 class DistributedError(RuntimeError):
@@ -157,10 +158,12 @@ def communicator():
 def wait_for_all(what: str, signature: str = "") -> None:
     """Meet every rank before a collective, or raise ``DistributedError`` after the timeout.
 
-    The meeting is a tiny non-blocking all-reduce that this process polls: a spin of
-    ``SPIN_SECONDS`` first (ranks usually arrive together, and a sleep would cost more than
-    the meeting), then sleeps growing to 1 ms, so that ranks waiting for a slow one leave the
-    CPU to the ones still computing (several ranks often share a core). It also compares
+    The meeting is a tiny non-blocking all-reduce that this process polls: ``SPIN_POLLS``
+    tight polls first (ranks usually arrive together, within microseconds), then polls that
+    yield the core in between (when ranks outnumber cores, the rank we wait for may need ours
+    to make progress; MPI's own blocking calls yield the same way), and after
+    ``YIELD_SECONDS`` sleeps growing to 1 ms, so that ranks waiting for a slow one leave the
+    CPU to the ones still computing. It also compares
     ``signature`` (what the collective will move: shape and dtype) across ranks: the MAX of
     ``(h, -h)`` over ranks is ``(h, -h)`` again exactly when every rank has the same hash
     ``h``, and every rank sees the same result, so all of them raise together on a mismatch
@@ -176,21 +179,25 @@ def wait_for_all(what: str, signature: str = "") -> None:
     start = time.monotonic()
     deadline = start + _group.timeout
     pause = 0.0
-    while time.monotonic() - start < SPIN_SECONDS:
-        if request.Test():
-            break
-    else:
-        while not request.Test():
-            if time.monotonic() > deadline:
-                _group.broken = (f"rank {_group.rank} waited {_group.timeout:g} s in {what} for "
-                                 "ranks that never arrived")
-                raise DistributedError(
-                    f"{what}: rank {_group.rank} of {_group.world_size} waited "
-                    f"{_group.timeout:g} s and not every rank arrived; a rank has died, hangs, "
-                    "or is not calling the same collective (raise the limit with "
-                    "init_process_group(timeout=...))")
-            time.sleep(pause)
-            pause = min(max(pause * 2, 1e-5), 1e-3)
+    polls = 0
+    while not request.Test():
+        polls += 1
+        if polls < SPIN_POLLS:
+            continue
+        waited = time.monotonic() - start
+        if waited > _group.timeout:
+            _group.broken = (f"rank {_group.rank} waited {_group.timeout:g} s in {what} for "
+                             "ranks that never arrived")
+            raise DistributedError(
+                f"{what}: rank {_group.rank} of {_group.world_size} waited "
+                f"{_group.timeout:g} s and not every rank arrived; a rank has died, hangs, "
+                "or is not calling the same collective (raise the limit with "
+                "init_process_group(timeout=...))")
+        if waited < YIELD_SECONDS:
+            os.sched_yield()  # a rank that shares our core runs now, we come straight back
+            continue
+        time.sleep(pause)
+        pause = min(max(pause * 2, 1e-5), 1e-3)
     if votes[0] != -votes[1]:
         raise DistributedError(f"{what}: the ranks disagree on what it moves (this rank: "
                                f"{signature or 'nothing'}); every rank must pass the same shape "
