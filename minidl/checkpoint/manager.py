@@ -296,7 +296,9 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = self.policy.ranked_best(self._records)
-        return self._restore_first_sound(candidates, strict, "best")
+        step = self._restore_first_sound(candidates, strict, "best")
+        data_parallel.check_same_step(self.directory, step)
+        return step
 
     def _restore_first_sound(self, candidates: list[CheckpointRecord], strict: bool,
                              which: str) -> int | None:
