@@ -81,9 +81,18 @@ def rng_for_this_rank(path: str, header: dict):
     return rank_rng[dist.get_rank() % len(rank_rng)]
 
 
-def check_same_step(directory: str, step: int | None) -> None:
-    """Every rank must have restored the same checkpoint (collective)."""
-    steps = dist.all_gather_object(step)
+def check_same_step(directory: str, step: int | None, error: BaseException | None = None) -> None:
+    """Every rank must have restored the same checkpoint (collective). A rank that failed
+    (``error``) makes every rank raise, rather than leaving the others waiting for it."""
+    outcomes = dist.all_gather_object(
+        [step, None if error is None else f"{type(error).__name__}: {error}"])
+    failed = [f"rank {r}: {e}" for r, (_, e) in enumerate(outcomes) if e is not None]
+    if failed:
+        if error is not None:
+            return  # this rank raises its own error
+        raise CheckpointError(directory, "restoring failed on another rank (" + "; ".join(failed)
+                              + ")")
+    steps = [s for s, _ in outcomes]
     if any(s != steps[0] for s in steps):
         described = ", ".join(f"rank {r}: {'nothing' if s is None else f'step {s}'}"
                               for r, s in enumerate(steps))

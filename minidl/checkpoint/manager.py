@@ -284,9 +284,7 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = list(reversed(self._records))
-        step = self._restore_first_sound(candidates, strict, "newest")
-        data_parallel.check_same_step(self.directory, step)
-        return step
+        return self._restore_on_every_rank(candidates, strict, "newest")
 
     def restore_best(self, strict: bool = True) -> int | None:
         """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""
@@ -296,7 +294,14 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = self.policy.ranked_best(self._records)
-        step = self._restore_first_sound(candidates, strict, "best")
+        return self._restore_on_every_rank(candidates, strict, "best")
+
+    def _restore_on_every_rank(self, candidates, strict: bool, which: str) -> int | None:
+        try:
+            step = self._restore_first_sound(candidates, strict, which)
+        except BaseException as exc:
+            data_parallel.check_same_step(self.directory, None, exc)
+            raise
         data_parallel.check_same_step(self.directory, step)
         return step
 

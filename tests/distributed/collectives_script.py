@@ -4,6 +4,7 @@ Usage: mpiexec -n N python collectives_script.py MODE
   values    -- every collective on Tensors and arrays, checked with asserts
   straggler -- rank 1 never reaches a barrier: the others must raise DistributedError
   mismatch  -- rank 1 builds a different model: wrapping it in DDP must fail on every rank
+  restore DIRECTORY -- restoring fails on rank 1 only: every rank must learn it at once
 """
 
 import sys
@@ -62,7 +63,21 @@ def mismatch(rank, world):
     nn.parallel.DistributedDataParallel(model)
 
 
+def restore_fails_on_one_rank(rank, world):
+    from minidl.checkpoint import Checkpoint, CheckpointManager
+    directory = sys.argv[2]
+    CheckpointManager(Checkpoint(model=nn.Linear(4, 2)), directory).save(1)
+    other = nn.Linear(4, 3 if rank == 1 else 2)  # rank 1 cannot take the saved weights
+    try:
+        CheckpointManager(Checkpoint(model=other), directory).restore_latest()
+    except md.CheckpointError as exc:
+        print(f"rank {rank} refused: {exc}", flush=True)
+
+
 if __name__ == "__main__":
-    dist.init_process_group(timeout=3)
-    {"values": values, "straggler": straggler, "mismatch": mismatch}[sys.argv[1]](
-        dist.get_rank(), dist.get_world_size())
+    dist.init_process_group(timeout=30)
+    modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
+             "restore": restore_fails_on_one_rank}
+    if sys.argv[1] == "straggler":
+        dist.init_process_group(timeout=3)
+    modes[sys.argv[1]](dist.get_rank(), dist.get_world_size())

@@ -38,3 +38,13 @@ def test_mismatched_models_are_refused_at_wrap_time():
     assert result.returncode != 0
     assert "DistributedDataParallel: the model on rank" in result.stderr
     assert "0.weight" in result.stderr
+
+
+def test_a_restore_that_fails_on_one_rank_fails_on_every_rank_at_once(tmp_path):
+    began = time.monotonic()
+    result = run(3, SCRIPT, "restore", str(tmp_path / "run"))
+    assert time.monotonic() - began < 25  # no rank waited out the 30 s timeout
+    assert "rank 1 refused" in result.stdout and "does not match" in result.stdout
+    for rank in (0, 2):
+        assert f"rank {rank} refused" in result.stdout
+    assert result.stdout.count("restoring failed on another rank (rank 1:") == 2
