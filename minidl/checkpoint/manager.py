@@ -174,11 +174,11 @@ class CheckpointManager:
         if self._writer is not None:
             self._writer.raise_pending()
 
-    def maybe_save(self, step: int, metrics: dict | None = None, *, epoch: int | None = None,
-                   batch: int | None = None) -> str | None:
+    def maybe_save(self, step: int, metrics: dict | None = None, metadata: dict | None = None,
+                   *, epoch: int | None = None, batch: int | None = None) -> str | None:
         """Save if ``save_every_steps`` steps or ``save_every_seconds`` seconds have passed
-        since the last save; returns the new checkpoint's path, or None.  ``epoch`` and
-        ``batch`` are as for :meth:`save`."""
+        since the last save; returns the new checkpoint's path, or None.  ``metadata``,
+        ``epoch`` and ``batch`` are as for :meth:`save`."""
         self._raise_background_error()
         due_by_steps = (self.save_every_steps is not None
                         and step - self._last_saved_step >= self.save_every_steps)
@@ -186,7 +186,7 @@ class CheckpointManager:
                        and self.clock() - self._last_save_time >= self.save_every_seconds)
         if not (due_by_steps or due_by_time) or step == self._last_saved_step:
             return None
-        return self.save(step, metrics, epoch=epoch, batch=batch)
+        return self.save(step, metrics, metadata, epoch=epoch, batch=batch)
 
     def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None, *,
              epoch: int | None = None, batch: int | None = None) -> str | None:

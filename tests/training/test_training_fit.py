@@ -69,6 +69,18 @@ def test_early_stopping_ends_the_run_when_the_metric_stops_improving():
     stopper = EarlyStopping(monitor="val_loss", patience=1)
     history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=10,
                      callbacks=[WorseningLoss(), stopper], progress=False)
+    assert len(history) == 2 and stopper.stopped_epoch == 1
+
+
+def test_early_stopping_with_a_flat_metric_runs_patience_plus_one_epochs_as_keras():
+    class FlatLoss(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            logs["val_loss"] = 1.0
+
+    model, opt, reader = small_digits_setup()
+    stopper = EarlyStopping(monitor="val_loss", patience=2)
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=10,
+                     callbacks=[FlatLoss(), stopper], progress=False)
     assert len(history) == 3 and stopper.stopped_epoch == 2
 
 
