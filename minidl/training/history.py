@@ -65,9 +65,14 @@ class History:
         return f"History(epochs={len(self)}, metrics={sorted(self.metrics)})"
 
 
+def matplotlib_available() -> bool:
+    """Whether matplotlib can be imported (without importing it)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def check_plot_path(path) -> None:
     """Raise now, before any training, if a plot could not be written to ``path`` later."""
-    if importlib.util.find_spec("matplotlib") is None:
+    if not matplotlib_available():
         raise ImportError(f"fit: plot_path={os.fspath(path)!r} needs matplotlib, which is not "
                           f"installed: pip install 'minidl[plot]' (or drop plot_path)")
     directory = os.path.dirname(os.path.abspath(os.fspath(path)))
