@@ -220,7 +220,7 @@ class CSVLogger(Callback):
         with open(self.filename, mode, newline="") as file:
             writer = csv.writer(file, delimiter=self.separator)
             if self.columns is None:
-                self.columns = sorted(rows[0]) if rows else None
+                self.columns = sorted(k for k in rows[0] if k != "epoch") if rows else None
                 if self.columns is not None and not (mode == "a" and file.tell() > 0):
                     writer.writerow(["epoch"] + self.columns)
             for row in rows:
