@@ -300,6 +300,25 @@ class Module:
 
     # -- printing --------------------------------------------------------------------------------
 
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Number of parameter values (elements), shared parameters counted once;
+        ``trainable_only`` counts those with ``requires_grad``."""
+        from .summary import count_parameters
+        return count_parameters(self, trainable_only)
+
+    def summary(self, input_shape=None, *, example_input=None, print_fn=print) -> str:
+        """Print (with ``print_fn``; None prints nothing) and return a table of the layers:
+        name and type, output shape, parameter count, then the totals (Keras's summary).
+
+        ``input_shape=(1, 1, 8, 8)`` (or ``example_input=``) runs the model once in eval
+        mode, without gradients, to learn each layer's output shape.
+        """
+        from .summary import summarize
+        text = summarize(self, input_shape, example_input)
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
     def extra_repr(self) -> str:
         try:
             config = self.get_config()
