@@ -95,8 +95,11 @@ def plot_history(history: History, path, metrics=None, title: str = "Training hi
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise ImportError("plot_history needs matplotlib: pip install 'minidl[plot]'") from error
-    names = metrics or [m for m in history.metrics if not m.endswith("accuracy")]
-    accuracy = [m for m in history.metrics if m.endswith("accuracy")] if metrics is None else []
+    from matplotlib.ticker import MaxNLocator
+
+    ordered = sorted(history.metrics, key=lambda m: (m.startswith("val_"), m))  # train, then val
+    names = metrics or [m for m in ordered if not m.endswith("accuracy")]
+    accuracy = [m for m in ordered if m.endswith("accuracy")] if metrics is None else []
     panels = [(names, "loss")] + ([(accuracy, "accuracy")] if accuracy else [])
     figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     epochs = [e + 1 for e in history.epochs]
@@ -110,6 +113,7 @@ def plot_history(history: History, path, metrics=None, title: str = "Training hi
                        label=f"best epoch {epochs[best]} ({monitor} "
                              f"{history[monitor][best]:.4f})")
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label)
         ax.set_title(label)
         ax.legend()
