@@ -210,3 +210,12 @@ def test_a_plot_that_fails_after_training_keeps_the_history(tmp_path, monkeypatc
         history = md.fit(model, nn.CrossEntropyLoss(), opt, (X, Y), epochs=2, progress=False,
                          plot_path=tmp_path / "h.png")
     assert len(history) == 2
+
+
+def test_md_load_of_a_fit_checkpoint_gives_the_plain_model_weights(tmp_path):
+    model, _, _ = train(tmp_path, epochs=1)
+    contents = md.load(md.latest_checkpoint(tmp_path))
+    assert contents["step"] == 8
+    fresh, _ = setup()
+    fresh.load_state_dict(contents["objects"]["model"])
+    assert same_weights(fresh, model)
