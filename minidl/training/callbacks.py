@@ -1,7 +1,10 @@
 """Callbacks: code that runs at fixed points of ``fit`` (Keras's protocol, minidl's state).
 
 Hooks, in the order they run: ``on_train_begin``, then per epoch ``on_epoch_begin``, per step
-``on_step_begin`` / ``on_step_end``, ``on_epoch_end``, and finally ``on_train_end``.  Each gets
+``on_step_begin`` / ``on_step_end``, ``on_epoch_end`` (after the epoch's last step), then
+``after_step`` once the step is fully accounted for (epoch bookkeeping and ``fit``'s own
+checkpoint done: the one point where a snapshot of the whole training state is consistent),
+and finally ``on_train_end``.  Each gets
 the :class:`~minidl.training.Trainer` (``trainer.model``, ``.optimizer``, ``.step``,
 ``.history``; ``trainer.stop_training = True`` ends the run after the current step).
 Epochs are numbered from 0 in the hooks, as in Keras.
@@ -30,6 +33,8 @@ class Callback:
     def on_step_end(self, trainer, step: int, logs: dict) -> None: ...
 
     def on_epoch_end(self, trainer, epoch: int, logs: dict) -> None: ...
+
+    def after_step(self, trainer, step: int) -> None: ...
 
     def on_train_end(self, trainer) -> None: ...
 
@@ -310,13 +315,21 @@ class ModelCheckpoint(Callback):
         self.save_freq, self.save_training_state = save_freq, bool(save_training_state)
         self.best = _worst(self.mode)
         self.saved: list[str] = []
+        self._due: dict | None = None  # the logs of a save that is due at this step's end
 
     def on_step_end(self, trainer, step, logs):
         if self.save_freq != "epoch" and step % self.save_freq == 0:
-            self._save(trainer, logs)
+            self._due = dict(logs)
 
     def on_epoch_end(self, trainer, epoch, logs):
         if self.save_freq == "epoch":
+            self._due = dict(logs)
+
+    def after_step(self, trainer, step):
+        # Saving here, not in the hooks above, means a file never catches the state between
+        # an epoch's last step and its bookkeeping (validation, history, other callbacks).
+        if self._due is not None:
+            logs, self._due = self._due, None
             self._save(trainer, logs)
 
     def _save(self, trainer, logs):

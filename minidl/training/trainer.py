@@ -27,7 +27,7 @@ from ..autograd.tensor import Tensor, as_tensor
 from . import run_signature
 from .callbacks import Callback
 from .config import CheckpointConfig
-from .data_source import as_arrays, is_reader, split_off_validation, training_reader
+from .data_source import as_arrays, split_off_validation, training_reader
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
@@ -392,6 +392,8 @@ class Trainer:
                         self.step, metrics=self._last_metrics(), metadata=self._metadata(),
                         epoch=self.position[0], batch=self.position[1]) is not None:
                     self.saved_step = self.step
+                for callback in self.callbacks:
+                    callback.after_step(self, self.step)
             if self.manager is not None:
                 # Always leave a checkpoint of the final state, so re-running a finished run
                 # restores it and does nothing more.

@@ -3,7 +3,6 @@
 import csv
 import os
 
-import numpy as np
 import pytest
 
 import minidl as md
@@ -119,11 +118,14 @@ def test_model_checkpoint_best_only_saves_improvements_of_the_monitored_metric(t
     assert isinstance(md.load_model(saver.saved[-1]), nn.Module)
 
 
-def test_model_checkpoint_with_training_state_resumes_bitwise(tmp_path):
-    saver = ModelCheckpoint(tmp_path / "state-{step}.mdl", save_freq=8, save_training_state=True)
-    straight, _, _ = fit([saver], epochs=3)
-    resumed, _, _ = fit([ModelCheckpoint(tmp_path / "other-{step}.mdl", save_freq=8)], epochs=3,
-                        checkpoint=CheckpointConfig(tmp_path / "run",
-                                                    restore_from=tmp_path / "state-8.mdl"))
+@pytest.mark.parametrize("state_file", ["state-8.mdl", "state-12.mdl"])  # epoch end, middle
+def test_model_checkpoint_with_training_state_resumes_bitwise(tmp_path, state_file):
+    saver = ModelCheckpoint(tmp_path / "state-{step}.mdl", save_freq=4, save_training_state=True)
+    straight, _, straight_history = fit([saver], epochs=3, validation_data=(XV, YV))
+    resumed, _, history = fit([ModelCheckpoint(tmp_path / "other-{step}.mdl", save_freq=4)],
+                              epochs=3, validation_data=(XV, YV),
+                              checkpoint=CheckpointConfig(tmp_path / "run",
+                                                          restore_from=tmp_path / state_file))
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
         assert a.tobytes() == b.tobytes()
+    assert history.history == straight_history.history and history.steps == [8, 16, 24]
