@@ -29,7 +29,7 @@ def _plain(value):
 
 def hyperparameters(optimizer, scheduler) -> dict:
     """``{"optimizer/<group>/<name>": value, "scheduler/<name>": value}`` as given now."""
-    found = {"optimizer/type": type(optimizer).__name__}
+    found = {}
     for index, group in enumerate(getattr(optimizer, "param_groups", [])):
         for name, value in group.items():
             if name == "lr" and "initial_lr" in group:
@@ -38,15 +38,16 @@ def hyperparameters(optimizer, scheduler) -> dict:
                     _plain(value), (int, float, bool, str, list, type(None))):
                 found[f"optimizer/{index}/{name}"] = _plain(value)
     if scheduler is not None:
-        found["scheduler/type"] = type(scheduler).__name__
         for name in getattr(scheduler, "hyperparameters", ()):
             found[f"scheduler/{name}"] = _plain(getattr(scheduler, name))
     return found
 
 
-def structure(model, reader) -> dict:
+def structure(model, optimizer, scheduler, reader) -> dict:
     """What must be equal for a checkpoint to be resumable at all."""
     found = {f"model/{name}": list(array.shape) for name, array in model.state_dict().items()}
+    found["optimizer/type"] = type(optimizer).__name__
+    found["scheduler/type"] = None if scheduler is None else type(scheduler).__name__
     for name in ("batch_size", "drop_last"):
         if hasattr(reader, name):
             found[f"data/{name}"] = _plain(getattr(reader, name))
@@ -59,7 +60,7 @@ def structure(model, reader) -> dict:
 def signature(model, optimizer, scheduler, reader) -> dict:
     """The signature stored under the ``"fit"`` key of every checkpoint's metadata."""
     return {"hyperparameters": hyperparameters(optimizer, scheduler),
-            "structure": structure(model, reader)}
+            "structure": structure(model, optimizer, scheduler, reader)}
 
 
 def _same(a, b) -> bool:
@@ -69,6 +70,11 @@ def _same(a, b) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     return a == b
+
+
+def changed_names(saved: dict, now: dict) -> list[str]:
+    """Names given now whose value differs from the checkpoint's (or that it lacks)."""
+    return [name for name in now if name not in saved or not _same(saved[name], now[name])]
 
 
 def differences(saved: dict, now: dict) -> list[str]:
@@ -92,10 +98,10 @@ def apply_hyperparameters(optimizer, scheduler, given: dict, changed: list[str])
     """
     for name in changed:
         kind, _, rest = name.partition("/")
-        if kind == "optimizer" and rest != "type":
+        if kind == "optimizer":
             index, _, key = rest.partition("/")
             optimizer.param_groups[int(index)][key] = given[name]
-        elif kind == "scheduler" and rest != "type":
+        elif kind == "scheduler":
             setattr(scheduler, rest, given[name])
     if scheduler is None:
         return

@@ -342,10 +342,7 @@ class Trainer:
                 f"on_change='warn'; to apply the new ones on_change='override'; to start "
                 f"afresh restore=False.")
         if choice == "override":
-            changed = [name for name in set(saved) | set(given)
-                       if name in given and not name.endswith("/type")
-                       and run_signature.differences({name: saved.get(name)},
-                                                     {name: given[name]})]
+            changed = run_signature.changed_names(saved, given)
             run_signature.apply_hyperparameters(self.optimizer, self.scheduler, given, changed)
             self.signature = dict(self.signature, hyperparameters=given)
             self.say(f"resumed run continues with the hyper-parameters given now:{listing}")

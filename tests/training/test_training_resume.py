@@ -32,8 +32,11 @@ class CrashAt(Callback):
             raise KeyboardInterrupt(f"crash at step {step}")
 
 
-def train(directory, epochs=2, crash_at=None, lr=1e-2, hidden=16, batch_size=32, **config):
+def train(directory, epochs=2, crash_at=None, lr=1e-2, hidden=16, batch_size=32, optimizer=None,
+          **config):
     model, opt = setup(lr, hidden)
+    if optimizer is not None:
+        opt = optimizer(model.parameters(), lr=lr)
     callbacks = [CrashAt(crash_at)] if crash_at else [CrashAt(-1)]
     config.setdefault("save_every_steps", 3)
     history = md.fit(model, nn.CrossEntropyLoss(), opt, (X, Y), batch_size=batch_size,
@@ -138,6 +141,7 @@ def test_override_moves_a_schedule_to_the_new_base_rate(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"hidden": 32}, r"model/1\.weight: checkpoint \[16, 64\], given now \[32, 64\]"),
     ({"batch_size": 64}, r"data/batch_size: checkpoint 32, given now 64"),
+    ({"optimizer": optim.Adam}, r"optimizer/type: checkpoint 'SGD', given now 'Adam'"),
 ])
 def test_a_different_model_or_batch_size_cannot_resume_and_says_what_differs(
         tmp_path, change, message):
