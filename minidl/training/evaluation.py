@@ -11,7 +11,7 @@ import numpy as np
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor, as_tensor
 from .data_source import batches
-from .metrics import Accuracy, Metric, get_metric
+from .metrics import Accuracy, Metric, get_metric, is_classification
 
 
 @contextlib.contextmanager
@@ -24,10 +24,6 @@ def evaluation_mode(model):
             yield
     finally:
         model.train(was_training)
-
-
-def _is_classification(outputs: np.ndarray, targets: np.ndarray) -> bool:
-    return outputs.ndim == 2 and targets.dtype.kind in "iu" and targets.shape == outputs.shape[:1]
 
 
 def evaluate(model, data, metrics=None, *, loss_fn=None, batch_size: int = 256) -> dict:
@@ -59,7 +55,7 @@ def evaluate(model, data, metrics=None, *, loss_fn=None, batch_size: int = 256) 
             scores = outputs.numpy()
             for metric in chosen:
                 metric.update(scores, targets)
-            if automatic is not None and not _is_classification(scores, targets):
+            if automatic is not None and not is_classification(scores, targets):
                 automatic = None
             if automatic is not None:
                 automatic.update(scores, targets)

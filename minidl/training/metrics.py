@@ -36,6 +36,12 @@ class Metric:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+def is_classification(outputs: np.ndarray, targets: np.ndarray) -> bool:
+    """Whether ``outputs`` are class scores (N, C) for integer class ``targets`` (N,): then
+    accuracy is meaningful and ``fit``/``evaluate`` report it without being asked."""
+    return outputs.ndim == 2 and targets.dtype.kind in "iu" and targets.shape == outputs.shape[:1]
+
+
 def _is_binary(outputs: np.ndarray) -> bool:
     return outputs.ndim == 1 or (outputs.ndim == 2 and outputs.shape[1] == 1)
 

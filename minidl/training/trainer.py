@@ -31,14 +31,16 @@ from .data_source import as_arrays, split_off_validation, training_reader
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
+from .metrics import is_classification
 from .progress import Progress
 
 
 def _count_correct(outputs: Tensor, targets: np.ndarray) -> int | None:
     """Correct predictions for classification outputs (N, C) and integer targets; else None."""
-    if outputs.ndim != 2 or targets.dtype.kind not in "iu" or targets.shape != outputs.shape[:1]:
+    scores = outputs.numpy()
+    if not is_classification(scores, targets):
         return None
-    return int((outputs.numpy().argmax(axis=1) == targets).sum())
+    return int((scores.argmax(axis=1) == targets).sum())
 
 
 class _CallbackStates:
