@@ -75,6 +75,9 @@ class CheckpointConfig:
         if self.metadata is not None and not isinstance(self.metadata, dict):
             raise TypeError(f"CheckpointConfig: metadata must be a dict, got "
                             f"{type(self.metadata).__name__}")
+        reserved = {"fit", "model_spec"} & set(self.metadata or {})
+        if reserved:
+            raise ValueError(f"CheckpointConfig: metadata keys {sorted(reserved)} are fit's own")
         if self.restore_from is not None:
             self.restore_from = os.fspath(self.restore_from)
             if self.restore is False:

@@ -26,6 +26,7 @@ from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor, as_tensor
 from . import run_signature
 from .callbacks import Callback
+from .checkpoint_model import describe_model
 from .config import CheckpointConfig
 from .data_source import as_arrays, split_off_validation, training_reader
 from .evaluation import evaluate as evaluate_model
@@ -204,6 +205,7 @@ class Trainer:
         self.manager = None
         self.signature = None
         self.saved_step: int | None = None  # the step of this run's newest checkpoint
+        self.model_spec: dict | None = None  # the model's topology, described on first save
 
     # -- what a checkpoint holds ------------------------------------------------------------------
 
@@ -230,6 +232,10 @@ class Trainer:
         metadata = dict(self.checkpoint_config.metadata or {}) if self.checkpoint_config else {}
         metadata["fit"] = self.signature or run_signature.signature(
             self.model, self.optimizer, self.scheduler, self.reader)
+        if self.model_spec is None:
+            self.model_spec = describe_model(self.model) or {}
+        if self.model_spec:  # lets the model be rebuilt from the checkpoint alone
+            metadata["model_spec"] = self.model_spec
         return metadata
 
     def save_training_state(self, path) -> str:

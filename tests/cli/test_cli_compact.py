@@ -48,3 +48,27 @@ def test_version_is_the_package_version():
     result = subprocess.run([sys.executable, "-m", "minidl", "--version"], capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == f"minidl {md.__version__}"
+
+
+def test_export_onnx_takes_the_model_part_of_a_fit_checkpoint(tmp_path, capsys):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    from minidl import nn, optim
+    from minidl.datasets import load_digits
+
+    md.manual_seed(0)
+    x, y = load_digits("train")
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(4 * 8 * 8, 10))
+    md.fit(model, nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.05), (x[:64], y[:64]),
+           epochs=1, progress=False, checkpoint=md.CheckpointConfig(tmp_path / "run"))
+    checkpoint = md.latest_checkpoint(tmp_path / "run")
+    out = tmp_path / "model.onnx"
+    assert main(["export-onnx", checkpoint, str(out), "--input-shape", "1,1,8,8"]) == 0
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    theirs = session.run(None, {session.get_inputs()[0].name: x[:5]})[0]
+    model.eval()
+    np.testing.assert_allclose(theirs, model(md.tensor(x[:5])).numpy(), rtol=1e-4, atol=1e-5)
+    md.save({"w": np.zeros(2)}, tmp_path / "values.mdl")
+    assert main(["export-onnx", str(tmp_path / "values.mdl"), str(out),
+                 "--input-shape", "1,1,8,8"]) == 1
+    assert "not a model" in capsys.readouterr().err
