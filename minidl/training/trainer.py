@@ -300,18 +300,21 @@ class Trainer:
                 self.say(f"starting a new run '{self.manager.prefix}' in {config.directory} "
                          f"(runs already there are left as they are)")
             return
-        try:
-            saved = read_header(source, key=config.key).metadata.get("metadata", {}).get("fit")
+        try:  # a model or data that does not fit is refused before anything is restored
+            expected = read_header(source, key=config.key).metadata.get("metadata", {}).get("fit")
         except (CheckpointError, AttributeError):
-            saved = None  # unreadable: the restore below reports it or falls back
-        if isinstance(saved, dict):
-            self._check_structure(source, saved.get("structure", {}), given["structure"])
+            expected = None  # unreadable: the restore below reports it or falls back
+        if isinstance(expected, dict):
+            self._check_structure(source, expected.get("structure", {}), given["structure"])
         step = (self.manager.restore(source) if config.restore_from is not None
                 else self.manager.restore_latest())
         if step is None:  # the files vanished since we listed them
             self.signature = given
             return
         restored = self.manager.last_restored.path
+        # The file actually restored (an older one when the newest was damaged) says how its
+        # run began.
+        saved = self.manager.last_restored.metadata.get("fit")
         self.step = self.saved_step = step
         self.resumed_from = restored
         self.signature = saved if isinstance(saved, dict) else given
