@@ -21,7 +21,7 @@ fi
 stamp="$venv/.minidl-installed"
 wanted="$("$venv/bin/python" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$root/pyproject.toml")"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
-    echo "minidl: installing minidl and its test dependencies into .venv (first run only)" >&2
+    echo "minidl: installing minidl and its test dependencies into .venv (first run only; a few minutes)" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
     "$venv/bin/python" -m pip install --quiet -e "$root[test]" >&2
     echo "$wanted" > "$stamp"
