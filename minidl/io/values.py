@@ -136,7 +136,7 @@ def load(path, *, mmap: bool = False, verify: bool | None = None, key: bytes | N
         from minidl.io.models import model_contents
 
         return model_contents(path, metadata, tensors)
-    if info.kind == "checkpoint":
+    if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
         return decode_value(path, metadata, tensors)
     if "value" not in metadata:
         raise WrongKindError(path, f"is a {info.kind!r} file without a stored value; "
