@@ -7,7 +7,8 @@ checkpoint done: the one point where a snapshot of the whole training state is c
 and finally ``on_train_end``.  Each gets
 the :class:`~minidl.training.Trainer` (``trainer.model``, ``.optimizer``, ``.step``,
 ``.history``; ``trainer.stop_training = True`` ends the run after the current step).
-Epochs are numbered from 0 in the hooks, as in Keras.
+Epochs are numbered from 0 in the hooks, as in Keras. What a callback adds to the ``logs`` of
+``on_epoch_end`` is recorded in the history (which is written after the callbacks ran).
 
 A callback whose behaviour depends on the past (a patience counter, the best value so far)
 keeps that in ``state_dict()``; ``fit`` stores it in every checkpoint, so a resumed run stops,

@@ -433,10 +433,12 @@ class Trainer:
         if self.validation_data is not None:
             results = self.evaluate(self.validation_data)
             logs.update({f"val_{name}": value for name, value in results.items()})
-        self.history.record(epoch, self.step, logs)
-        progress.end_epoch(epoch, steps, logs)
         for callback in self.callbacks:
             callback.on_epoch_end(self, epoch, logs)
+        # Recorded after the callbacks, as Keras's History: what they add to the logs is kept
+        # (and shown, and ranked by keep_best).
+        self.history.record(epoch, self.step, logs)
+        progress.end_epoch(epoch, steps, logs)
 
 
 def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,

@@ -223,3 +223,33 @@ def test_md_load_of_a_fit_checkpoint_gives_the_plain_model_weights(tmp_path):
     fresh, _ = setup()
     fresh.load_state_dict(contents["objects"]["model"])
     assert same_weights(fresh, model)
+
+
+def test_every_manager_policy_is_reachable_through_checkpoint_config(tmp_path):
+    pytest.importorskip("cryptography")
+    from minidl.io import read_header
+
+    class ValLoss(Callback):  # a val_loss that is best at the end of epoch 2
+        def on_epoch_end(self, trainer, epoch, logs):
+            logs["val_loss"] = [3.0, 1.0, 2.0, 2.5][epoch]
+
+    key = b"k" * 32
+    config = dict(save_every_steps=8, max_to_keep=1, monitor="val_loss", keep_best=1, key=key,
+                  metadata={"experiment": "digits"}, async_save=True)
+
+    def run(epochs):
+        model, opt = setup()
+        md.fit(model, nn.CrossEntropyLoss(), opt, (X, Y), batch_size=32, epochs=epochs,
+               callbacks=[ValLoss()], progress=False,
+               checkpoint=CheckpointConfig(tmp_path, **config))
+        return model
+
+    run(4)
+    kept = files(tmp_path)
+    assert kept == ["ckpt-epoch0002-batch00008-step00000016.mdl",   # the best by val_loss
+                    "ckpt-epoch0004-batch00008-step00000032.mdl"]   # the newest
+    header = read_header(tmp_path / kept[-1], key=key)
+    assert header.encrypted and header.metadata["metadata"]["experiment"] == "digits"
+    with pytest.raises(md.CheckpointError):
+        read_header(tmp_path / kept[-1])  # no key, no reading
+    assert same_weights(run(4), run(4))  # reruns restore the encrypted files and stop there
