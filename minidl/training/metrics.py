@@ -19,9 +19,24 @@ import numpy as np
 
 class Metric:
     """Base class: ``update(outputs, targets)`` per batch (NumPy arrays), ``result()`` at the
-    end, ``reset()`` to start over.  ``name`` is the key in the logs."""
+    end, ``reset()`` to start over.  ``name`` is the key in the logs.
+
+    The running sums are the attributes named in ``state_fields``; ``state_dict()`` gives them
+    as plain data, so ``fit`` can checkpoint a metric in the middle of an epoch.
+    """
 
     name = "metric"
+    state_fields: tuple[str, ...] = ()
+
+    def state_dict(self) -> dict:
+        return {field: getattr(self, field) for field in self.state_fields}
+
+    def load_state_dict(self, state: dict) -> None:
+        missing = [field for field in self.state_fields if field not in state]
+        if missing:
+            raise ValueError(f"{self.name}: metric state lacks {missing}")
+        for field in self.state_fields:
+            setattr(self, field, state[field])
 
     def reset(self) -> None:
         raise NotImplementedError
@@ -70,6 +85,7 @@ class Accuracy(Metric):
     """Fraction of samples whose predicted class equals the target."""
 
     name = "accuracy"
+    state_fields = ("correct", "count")
 
     def __init__(self, threshold: float = 0.5):
         self.threshold = float(threshold)
@@ -89,6 +105,8 @@ class Accuracy(Metric):
 
 class TopKAccuracy(Metric):
     """Fraction of samples whose target is among the ``k`` highest scores."""
+
+    state_fields = ("correct", "count")
 
     def __init__(self, k: int = 5):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -133,6 +151,15 @@ class _ConfusionMetric(Metric):
     def reset(self):
         self.confusion = np.zeros((0, 0), np.int64)
         self.binary = None
+
+    def state_dict(self):
+        return {"confusion": self.confusion.tolist(), "binary": self.binary}
+
+    def load_state_dict(self, state):
+        confusion = np.asarray(state["confusion"], np.int64)
+        if confusion.ndim != 2 or confusion.shape[0] != confusion.shape[1]:
+            confusion = np.zeros((0, 0), np.int64)  # an empty matrix is stored as []
+        self.confusion, self.binary = confusion, state["binary"]
 
     def update(self, outputs, targets):
         predicted = _predicted_classes(outputs, self.threshold)
@@ -203,6 +230,8 @@ class F1Score(_ConfusionMetric):
 
 
 class _ErrorMetric(Metric):
+    state_fields = ("total", "count")
+
     def reset(self):
         self.total, self.count = 0.0, 0
 

@@ -43,11 +43,13 @@ def hyperparameters(optimizer, scheduler) -> dict:
     return found
 
 
-def structure(model, optimizer, scheduler, reader) -> dict:
-    """What must be equal for a checkpoint to be resumable at all."""
+def structure(model, optimizer, scheduler, reader, metric_names=()) -> dict:
+    """What must be equal for a checkpoint to be resumable at all (the training metrics too:
+    their running sums are part of the state)."""
     found = {f"model/{name}": list(array.shape) for name, array in model.state_dict().items()}
     found["optimizer/type"] = type(optimizer).__name__
     found["scheduler/type"] = None if scheduler is None else type(scheduler).__name__
+    found["metrics"] = list(metric_names)
     for name in ("batch_size", "drop_last"):
         if hasattr(reader, name):
             found[f"data/{name}"] = _plain(getattr(reader, name))
@@ -57,10 +59,10 @@ def structure(model, optimizer, scheduler, reader) -> dict:
     return found
 
 
-def signature(model, optimizer, scheduler, reader) -> dict:
+def signature(model, optimizer, scheduler, reader, metric_names=()) -> dict:
     """The signature stored under the ``"fit"`` key of every checkpoint's metadata."""
     return {"hyperparameters": hyperparameters(optimizer, scheduler),
-            "structure": structure(model, optimizer, scheduler, reader)}
+            "structure": structure(model, optimizer, scheduler, reader, metric_names)}
 
 
 def _same(a, b) -> bool:

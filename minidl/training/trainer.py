@@ -15,6 +15,7 @@ it, so the end of epoch 1 and the middle of epoch 2 can never be confused.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
@@ -22,8 +23,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.grad_mode import no_grad
-from ..autograd.tensor import Tensor, as_tensor
+from ..autograd.tensor import as_tensor
 from . import run_signature
 from .callbacks import Callback
 from .checkpoint_model import describe_model
@@ -32,13 +32,12 @@ from .data_source import as_arrays, split_off_validation, training_reader
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
-from .metrics import is_classification
+from .metrics import Metric, get_metric, is_classification
 from .progress import Progress
 
 
-def _count_correct(outputs: Tensor, targets: np.ndarray) -> int | None:
+def _count_correct(scores: np.ndarray, targets: np.ndarray) -> int | None:
     """Correct predictions for classification outputs (N, C) and integer targets; else None."""
-    scores = outputs.numpy()
     if not is_classification(scores, targets):
         return None
     return int((scores.argmax(axis=1) == targets).sum())
@@ -63,21 +62,24 @@ class _CallbackStates:
 
 
 class _EpochTotals:
-    """Running sums of the current epoch: batches, training loss and accuracy, and whether a
-    callback asked to stop.
+    """Running sums of the current epoch: batches, training loss, accuracy and the ``metrics=``
+    of ``fit``, and whether a callback asked to stop.
 
     They are checkpointed too: a run resumed mid-epoch must report the same epoch loss as one
     that never stopped, so the part of the epoch before the checkpoint has to be remembered;
     and a run that was stopped early must stay stopped when its script is run again.
     """
 
-    def __init__(self):
+    def __init__(self, metrics=()):
+        self.metrics = list(metrics)
         self.reset()
         self.stopped = False
 
     def reset(self) -> None:
         self.loss_sum, self.correct, self.samples, self.has_accuracy = 0.0, 0, 0, True
         self.batches = 0
+        for metric in self.metrics:
+            metric.reset()
 
     def add(self, loss: float, size: int, correct: int | None) -> None:
         self.batches += 1
@@ -92,12 +94,14 @@ class _EpochTotals:
         logs = {"loss": self.loss_sum / max(self.samples, 1)}
         if self.has_accuracy and self.samples:
             logs["accuracy"] = self.correct / self.samples
+        for metric in self.metrics:
+            logs[metric.name] = metric.result()
         return logs
 
     def state_dict(self) -> dict:
         return {"loss_sum": self.loss_sum, "correct": self.correct, "samples": self.samples,
                 "has_accuracy": self.has_accuracy, "batches": self.batches,
-                "stopped": self.stopped}
+                "stopped": self.stopped, "metrics": [m.state_dict() for m in self.metrics]}
 
     def load_state_dict(self, state: dict) -> None:
         try:
@@ -105,6 +109,12 @@ class _EpochTotals:
                       bool(state["has_accuracy"]), int(state["batches"]), bool(state["stopped"]))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"epoch totals: malformed state ({error!r})") from None
+        metrics = state.get("metrics")
+        if not isinstance(metrics, list) or len(metrics) != len(self.metrics):
+            raise ValueError(f"epoch totals: the checkpoint has {len(metrics or [])} training "
+                             f"metrics, fit was given {len(self.metrics)}")
+        for metric, metric_state in zip(self.metrics, metrics):
+            metric.load_state_dict(metric_state)
         (self.loss_sum, self.correct, self.samples, self.has_accuracy, self.batches,
          self.stopped) = values
 
@@ -193,7 +203,9 @@ class Trainer:
         self.validation_batch_size = int(val_batch_size or validation_batch_size)
         self.callbacks = callbacks
         self.history = History()
-        self.totals = _EpochTotals()
+        # Training metrics are copies: validation resets and fills its own.
+        self.totals = _EpochTotals(copy.deepcopy(get_metric(m)) for m in (
+            [metrics] if isinstance(metrics, (str, Metric)) else metrics or []))
         self.step = 0
         self.position = (0, 0)
         self.progress_enabled, self.plot_path = progress, plot_path
@@ -231,7 +243,8 @@ class Trainer:
     def _metadata(self) -> dict:
         metadata = dict(self.checkpoint_config.metadata or {}) if self.checkpoint_config else {}
         metadata["fit"] = self.signature or run_signature.signature(
-            self.model, self.optimizer, self.scheduler, self.reader)
+            self.model, self.optimizer, self.scheduler, self.reader,
+            [m.name for m in self.totals.metrics])
         if self.model_spec is None:
             self.model_spec = describe_model(self.model) or {}
         if self.model_spec:  # lets the model be rebuilt from the checkpoint alone
@@ -260,9 +273,10 @@ class Trainer:
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
-        with no_grad():
-            correct = _count_correct(outputs, np.asarray(targets))
-        return float(loss.item()), len(targets), correct
+        scores, targets = outputs.numpy(), np.asarray(targets)
+        for metric in self.totals.metrics:
+            metric.update(scores, targets)
+        return float(loss.item()), len(targets), _count_correct(scores, targets)
 
     def evaluate(self, data, metrics=None) -> dict:
         """Loss and metrics of the model over ``data`` (see :func:`minidl.training.evaluate`);
@@ -281,7 +295,8 @@ class Trainer:
         from ..io import CheckpointError, read_header
 
         config = self.checkpoint_config
-        given = run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader)
+        given = run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
+                                        [m.name for m in self.totals.metrics])
         new_run = config.restore is False or config.restore_from is not None
         self.manager = config.build_manager(self.training_state(), new_run=new_run)
         source = config.restore_from if config.restore_from is not None else (

@@ -33,14 +33,14 @@ class CrashAt(Callback):
 
 
 def train(directory, epochs=2, crash_at=None, lr=1e-2, hidden=16, batch_size=32, optimizer=None,
-          **config):
+          metrics=("f1",), **config):
     model, opt = setup(lr, hidden)
     if optimizer is not None:
         opt = optimizer(model.parameters(), lr=lr)
     callbacks = [CrashAt(crash_at)] if crash_at else [CrashAt(-1)]
     config.setdefault("save_every_steps", 3)
     history = md.fit(model, nn.CrossEntropyLoss(), opt, (X, Y), batch_size=batch_size,
-                     epochs=epochs, callbacks=callbacks, progress=False,
+                     epochs=epochs, callbacks=callbacks, progress=False, metrics=list(metrics),
                      checkpoint=CheckpointConfig(directory, max_to_keep=None, **config))
     return model, opt, history
 
@@ -109,7 +109,7 @@ def test_a_changed_learning_rate_is_reported_and_the_user_chooses(tmp_path, caps
 
     model, opt = setup(lr=0.05)
     trainer = Trainer(model, nn.CrossEntropyLoss(), opt, (X, Y), batch_size=32, epochs=2,
-                      callbacks=[CrashAt(-1)], progress=False,
+                      callbacks=[CrashAt(-1)], progress=False, metrics=["f1"],
                       checkpoint=CheckpointConfig(tmp_path, on_change="override",
                                                   save_every_steps=3, max_to_keep=None))
     with warnings.catch_warnings():
@@ -142,6 +142,7 @@ def test_override_moves_a_schedule_to_the_new_base_rate(tmp_path):
     ({"hidden": 32}, r"model/1\.weight: checkpoint \[16, 64\], given now \[32, 64\]"),
     ({"batch_size": 64}, r"data/batch_size: checkpoint 32, given now 64"),
     ({"optimizer": optim.Adam}, r"optimizer/type: checkpoint 'SGD', given now 'Adam'"),
+    ({"metrics": ["f1", "precision"]}, r"metrics: checkpoint \['f1'\], given now "),
 ])
 def test_a_different_model_or_batch_size_cannot_resume_and_says_what_differs(
         tmp_path, change, message):
