@@ -473,9 +473,11 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
     ``CSVReader``, ...: its own batch size and order). ``epochs=`` or ``steps=`` (optimizer
     steps) sets the length.
 
+    The logs of an epoch hold the mean training ``loss``, ``accuracy`` (for class scores and
+    class targets) and each of ``metrics=`` (names or Metric objects, as for :func:`evaluate`).
     ``validation_data=(Xv, yv)`` (or a data set or reader), or ``validation_split=0.2`` (the
-    last 20 % of the arrays, as Keras), is evaluated at the end of every epoch (``val_loss``,
-    ``val_accuracy``, ``val_<metric>``; ``metrics=`` as for :func:`evaluate`).
+    last 20 % of the arrays, as Keras), is evaluated at the end of every epoch and adds
+    ``val_loss``, ``val_accuracy``, ``val_<metric>``.
     ``scheduler=`` is stepped after every optimizer step; ``callbacks=`` (EarlyStopping,
     ModelCheckpoint, ReduceLROnPlateau, CSVLogger, LearningRateScheduler, LambdaCallback,
     your own).
