@@ -491,9 +491,12 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
 
     ``progress=`` prints a bar per epoch on a terminal, one line per epoch otherwise;
     ``plot_path=`` writes a PNG of the metrics when training ends (needs matplotlib; checked
-    before training starts).
+    before training starts; a plot that still fails only warns).
+
+    If training itself fails (a callback raises, an interrupt), the exception carries the
+    History of the epochs that completed as ``error.history``.
     """
-    return Trainer(model, loss_fn, optimizer, data, batch_size=batch_size, epochs=epochs,
+    trainer = Trainer(model, loss_fn, optimizer, data, batch_size=batch_size, epochs=epochs,
                    steps=steps, validation_data=validation_data,
                    validation_split=validation_split, shuffle=shuffle, seed=seed,
                    callbacks=callbacks, scheduler=scheduler, metrics=metrics,
@@ -502,4 +505,12 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
                    val_batch_size=val_batch_size, checkpoint_dir=checkpoint_dir,
                    checkpoint_prefix=checkpoint_prefix, save_every_steps=save_every_steps,
                    save_every_seconds=save_every_seconds, max_to_keep=max_to_keep,
-                   async_save=async_save, restore=restore).run()
+                   async_save=async_save, restore=restore)
+    try:
+        return trainer.run()
+    except BaseException as error:
+        try:
+            error.history = trainer.history
+        except AttributeError:  # an exception type that takes no attributes
+            pass
+        raise

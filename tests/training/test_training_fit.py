@@ -236,3 +236,11 @@ def test_progress_on_a_terminal_shows_a_bar_and_a_separate_summary_line(monkeypa
     summaries = [p for p in pieces if " steps - " in p]
     assert [s.split(" - ")[0] for s in summaries] == ["epoch 1/2", "epoch 2/2"]
     assert text.endswith("\n")
+
+
+def test_a_failure_during_training_carries_the_history_so_far():
+    model, opt, reader = small_digits_setup()
+    with pytest.raises(KeyboardInterrupt) as failure:
+        md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=5, progress=False,
+               callbacks=[CrashAt(len(reader) * 2 + 3)])
+    assert len(failure.value.history) == 2
