@@ -2,8 +2,8 @@
 
 The model file is rebuilt with ``minidl.load_model`` (data only, nothing from the file is
 executed), or, given a training checkpoint written by ``fit``, its model part is (see
-:mod:`minidl.training.checkpoint_model`); the example input is zeros of the given shape and dtype, enough to trace the forward
-pass. The batch axis is made dynamic unless ``--static-batch`` is given.
+:mod:`minidl.training.checkpoint_model`); the example input is zeros of the given shape and
+dtype, enough to trace the forward pass. The batch axis is made dynamic unless ``--static-batch`` is given.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from ..autograd.tensor import as_tensor
-from . import run_signature
+from . import resume, run_signature
 from .callbacks import Callback
 from .checkpoint_model import describe_model
 from .config import CheckpointConfig
@@ -240,11 +240,16 @@ class Trainer:
             tracked["scheduler"] = self.scheduler
         return Checkpoint(**tracked)
 
-    def _metadata(self) -> dict:
+    def signature_given(self) -> dict:
+        """How this run is set up, as given to ``fit`` (see :mod:`.run_signature`)."""
+        return run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
+                                       [m.name for m in self.totals.metrics])
+
+    def checkpoint_metadata(self) -> dict:
+        """The metadata every checkpoint of this run carries: the user's, how the run began,
+        and the model's topology."""
         metadata = dict(self.checkpoint_config.metadata or {}) if self.checkpoint_config else {}
-        metadata["fit"] = self.signature or run_signature.signature(
-            self.model, self.optimizer, self.scheduler, self.reader,
-            [m.name for m in self.totals.metrics])
+        metadata["fit"] = self.signature or self.signature_given()
         if self.model_spec is None:
             self.model_spec = describe_model(self.model) or {}
         if self.model_spec:  # lets the model be rebuilt from the checkpoint alone
@@ -254,7 +259,7 @@ class Trainer:
     def save_training_state(self, path) -> str:
         """Write the whole training state to ``path`` (resumable with ``restore_from=``)."""
         key = self.checkpoint_config.key if self.checkpoint_config else None
-        return self.training_state().save(path, self.step, self._metadata(), key=key)
+        return self.training_state().save(path, self.step, self.checkpoint_metadata(), key=key)
 
     # -- messages ---------------------------------------------------------------------------------
 
@@ -292,92 +297,7 @@ class Trainer:
 
     def _open_checkpoints(self) -> None:
         """Build the manager, and restore what ``restore``/``restore_from`` ask for."""
-        from ..io import CheckpointError, read_header
-
-        config = self.checkpoint_config
-        given = run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
-                                        [m.name for m in self.totals.metrics])
-        new_run = config.restore is False or config.restore_from is not None
-        self.manager = config.build_manager(self.training_state(), new_run=new_run)
-        source = config.restore_from if config.restore_from is not None else (
-            None if new_run else self.manager.latest)
-        if source is None:
-            if config.restore == "must":
-                raise FileNotFoundError(
-                    f"fit: restore='must', but {config.directory!r} holds no checkpoint of a run "
-                    f"named {config.prefix!r} to resume")
-            self.signature = given
-            if self.manager.prefix != config.prefix:
-                # Claim the new run's name at once: a crash before its first periodic save
-                # must resume this run, not the older one beside it.
-                self.manager.save(0, metadata=self._metadata())
-                self.saved_step = 0
-                self.say(f"starting a new run '{self.manager.prefix}' in {config.directory} "
-                         f"(runs already there are left as they are)")
-            return
-        try:  # a model or data that does not fit is refused before anything is restored
-            expected = read_header(source, key=config.key).metadata.get("metadata", {}).get("fit")
-        except (CheckpointError, AttributeError):
-            expected = None  # unreadable: the restore below reports it or falls back
-        if isinstance(expected, dict):
-            self._check_structure(source, expected.get("structure", {}), given["structure"])
-        step = (self.manager.restore(source) if config.restore_from is not None
-                else self.manager.restore_latest())
-        if step is None:  # the files vanished since we listed them
-            self.signature = given
-            return
-        restored = self.manager.last_restored.path
-        # The file actually restored (an older one when the newest was damaged) says how its
-        # run began.
-        saved = self.manager.last_restored.metadata.get("fit")
-        self.step = self.saved_step = step
-        self.resumed_from = restored
-        self.signature = saved if isinstance(saved, dict) else given
-        if isinstance(saved, dict):
-            self._reconcile_hyperparameters(saved.get("hyperparameters", {}),
-                                            given["hyperparameters"])
-        self.say(f"resumed from {restored} ({self._where()})")
-
-    def _where(self) -> str:
-        """Where training stands, for messages: epoch and batch from 1, and the step."""
-        done = self.totals.batches
-        epoch = getattr(self.reader, "epoch", 0)
-        if done:
-            return f"epoch {epoch + 1}, batch {done}, step {self.step}"
-        return f"end of epoch {epoch}, step {self.step}"
-
-    def _check_structure(self, source: str, saved: dict, given: dict) -> None:
-        differences = run_signature.differences(saved, given)
-        if differences:
-            raise ValueError(
-                f"fit: cannot resume from {source}: the model or data given now differ from the "
-                f"checkpoint's:\n  " + "\n  ".join(differences) +
-                "\nStart a new run instead (CheckpointConfig(..., restore=False), or another "
-                "directory).")
-
-    def _reconcile_hyperparameters(self, saved: dict, given: dict) -> None:
-        differences = run_signature.differences(saved, given)
-        if not differences:
-            return
-        listing = "\n  " + "\n  ".join(differences)
-        choice = self.checkpoint_config.on_change
-        if choice == "error":
-            raise ValueError(
-                f"fit: the hyper-parameters given differ from those of the run in "
-                f"{self.resumed_from}:{listing}\nTo continue with the checkpoint's values use "
-                f"on_change='warn'; to apply the new ones on_change='override'; to start "
-                f"afresh restore=False.")
-        if choice == "override":
-            changed = run_signature.changed_names(saved, given)
-            run_signature.apply_hyperparameters(self.optimizer, self.scheduler, given, changed)
-            self.signature = dict(self.signature, hyperparameters=given)
-            self.say(f"resumed run continues with the hyper-parameters given now:{listing}")
-            return
-        warnings.warn(
-            f"fit: resumed from {self.resumed_from} with the checkpoint's hyper-parameters, "
-            f"which differ from those given now:{listing}\nPass CheckpointConfig(..., "
-            f"on_change='override') to use the new values, or restore=False to start a new "
-            f"run.", UserWarning, stacklevel=4)
+        resume.open_checkpoints(self)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -412,7 +332,7 @@ class Trainer:
                     self._end_epoch(epoch_before, progress)
                     epoch_open = False
                 if self.manager is not None and self.manager.maybe_save(
-                        self.step, metrics=self._last_metrics(), metadata=self._metadata(),
+                        self.step, self._last_metrics(), self.checkpoint_metadata(),
                         epoch=self.position[0], batch=self.position[1]) is not None:
                     self.saved_step = self.step
                 for callback in self.callbacks:
@@ -421,8 +341,8 @@ class Trainer:
                 # Always leave a checkpoint of the final state, so re-running a finished run
                 # restores it and does nothing more.
                 if self.saved_step != self.step:
-                    self.manager.save(self.step, metrics=self._last_metrics(),
-                                      metadata=self._metadata(), epoch=self.position[0] or None,
+                    self.manager.save(self.step, self._last_metrics(), self.checkpoint_metadata(),
+                                      epoch=self.position[0] or None,
                                       batch=self.position[1] or None)
                 self.manager.wait()
         finally:
