@@ -2,8 +2,9 @@
 progress (``CheckpointConfig``), callbacks, metrics, ``evaluate``/``predict``, a progress bar
 and a metric history.
 
-``trainer.py`` is the loop; ``config.py`` the checkpoint policies; ``run_signature.py`` what a
-resume compares; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
+``trainer.py`` is the loop; ``config.py`` the checkpoint policies; ``resume.py`` and
+``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
+inside a checkpoint; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
 evaluation and prediction; ``callbacks.py``, ``progress.py`` and ``history.py`` what the user
 sees and hooks into.
 """
