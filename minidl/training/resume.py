@@ -105,4 +105,4 @@ def reconcile_hyperparameters(trainer, saved: dict, given: dict) -> None:
         f"fit: resumed from {trainer.resumed_from} with the checkpoint's hyper-parameters, "
         f"which differ from those given now:{listing}\nPass CheckpointConfig(..., "
         f"on_change='override') to use the new values, or restore=False to start a new "
-        f"run.", UserWarning, stacklevel=4)
+        f"run.", UserWarning, stacklevel=6)

@@ -354,7 +354,7 @@ class Trainer:
                 plot_history(self.history, self.plot_path)
             except Exception as error:  # the run is done: a failed plot must not lose it
                 warnings.warn(f"fit: could not write the plot {self.plot_path}: {error}",
-                              RuntimeWarning, stacklevel=3)
+                              RuntimeWarning, stacklevel=4)
         return self.history
 
     def _last_metrics(self) -> dict:
