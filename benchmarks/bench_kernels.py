@@ -13,8 +13,10 @@ import time
 
 import numpy as np
 
-from minidl.backend import numba_cpu as fast
-from minidl.backend import reference as ref
+from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.reference import ReferenceBackend
+
+fast, ref = NumbaCpuBackend(), ReferenceBackend()
 
 
 def median_call_seconds(function, budget_seconds):
