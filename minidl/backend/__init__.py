@@ -123,7 +123,9 @@ def _instantiate(entry, device) -> Backend:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise RuntimeError(f"device {device!r} is not available: {error}") from None
+        kind = parse_device(device)[0]
+        raise RuntimeError(f"device {kind!r} is not available (asked for {device!r}): "
+                           f"{error}") from None
     return getattr(module, class_name)()
 
 

@@ -163,18 +163,18 @@ def logical_or(a, b):
     return np.logical_or(a, b)
 
 
-def sigmoid(x):
-    """1 / (1 + e^-x), evaluated without overflow.
+def sigmoid(a):
+    """1 / (1 + e^-a), evaluated without overflow.
 
-    For x >= 0 use 1 / (1 + e^-x); for x < 0 the algebraically equal e^x / (1 + e^x), so the
+    For a >= 0 use 1 / (1 + e^-a); for a < 0 the algebraically equal e^a / (1 + e^a), so the
     exponent is always of a non-positive number and can never overflow.
     """
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
 
 
-def relu(x):
-    return np.maximum(x, 0).astype(x.dtype, copy=False)
+def relu(a):
+    return np.maximum(a, 0).astype(a.dtype, copy=False)
 
 
 def relu_backward(grad, x):
