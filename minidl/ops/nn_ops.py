@@ -79,10 +79,10 @@ class SoftmaxCrossEntropy(Function):
         if reduction == "sum":
             return total
         # PyTorch's mean divides by the number of targets that are not ignored. The count stays
-        # on the device (reading it would wait for the device); with every target ignored it is
-        # 0 and the mean 0/0 = nan, as PyTorch's.
+        # on the device (reading it would wait for the device); with every target ignored the
+        # mean is nan, as PyTorch's (divided by nan rather than 0: the same nan, no warning).
         self.count = be.sum(be.astype(be.not_equal(targets, ignore_index), logits.dtype))
-        return be.div(total, self.count)
+        return be.div(total, be.where(be.greater(self.count, 0), self.count, np.nan))
 
     def backward(self, grad):
         be = self.backend
@@ -169,9 +169,10 @@ def nll_loss(log_probs: Tensor, targets, reduction: str = "mean",
     weights = be.mul(one_hot, be.reshape(be.astype(keep, log_probs.dtype), (-1, 1)))
     losses = -(log_probs * Tensor._wrap(weights, log_probs.device)).sum(axis=1)
     if reduction == "mean":
-        # Divided by the number of kept targets, counted on the device (0/0 = nan if none).
-        kept = Tensor._wrap(be.sum(be.astype(keep, log_probs.dtype)), log_probs.device)
-        return losses.sum() / kept
+        # Divided by the number of kept targets, counted on the device (nan if none is kept).
+        kept = be.sum(be.astype(keep, log_probs.dtype))
+        kept = be.where(be.greater(kept, 0), kept, np.nan)
+        return losses.sum() / Tensor._wrap(kept, log_probs.device)
     return _reduce_loss("nll_loss", losses, reduction)
 
 
