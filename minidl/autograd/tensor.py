@@ -63,13 +63,16 @@ class Tensor:
     def _wrap(cls, data, device: str, requires_grad: bool = False) -> "Tensor":
         """Wrap a backend array produced by an op, without copying or converting it."""
         tensor = object.__new__(Tensor)
-        tensor.data = data
-        tensor.device = device
-        tensor.requires_grad = requires_grad
-        tensor.grad = None
-        tensor._node = None
-        tensor._retains_grad = False
+        tensor._hold(data, device, requires_grad)
         return tensor
+
+    def _hold(self, data, device: str, requires_grad: bool) -> None:
+        self.data = data
+        self.device = device
+        self.requires_grad = requires_grad
+        self.grad = None
+        self._node = None
+        self._retains_grad = False
 
     # -- what it is --------------------------------------------------------------------------------
 

@@ -120,7 +120,8 @@ class Backend:
 
     @staticmethod
     def copy(array):
-        """A new array with the same values, owning its memory (``owns_memory`` is True)."""
+        """A new array with the same values, owning its memory (``owns_memory`` is True) and laid
+        out row-major, as the in-place optimizer kernels need."""
         raise NotImplementedError
 
     # -- in place and memory ---------------------------------------------------------------------

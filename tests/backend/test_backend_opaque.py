@@ -241,3 +241,12 @@ def test_devices_with_an_index_are_kept_apart():
     with pytest.raises(ValueError, match="different devices"):
         a + b
     np.testing.assert_array_equal((a + b.to(f"{NAME}:0")).numpy(), [2.0, 4.0])
+
+
+def test_a_parameter_made_from_a_device_tensor_is_copied_on_the_device():
+    source = md.tensor(normal(2, 3), device=NAME)
+    OpaqueBackend.reset()
+    parameter = nn.Parameter(source)
+    assert_no_leaks()
+    assert parameter.device == f"{NAME}:0" and parameter.requires_grad
+    assert parameter.data is not source.data

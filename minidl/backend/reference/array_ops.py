@@ -46,7 +46,7 @@ def astype(array, dtype):
 
 
 def copy(array):
-    return np.array(array, copy=True)
+    return np.array(array, copy=True, order="C")
 
 
 # -- in place and memory -----------------------------------------------------------------------
