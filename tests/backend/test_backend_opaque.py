@@ -1,14 +1,16 @@
 """Ops, layers, optimizers, random draws and checkpoints run on a backend whose arrays are opaque
 boxes, with no access around the primitive list and no host copy the user did not ask for.
 
-The opaque backend computes with the NumPy reference underneath, so every result must equal the
-reference CPU backend's bit for bit: the comparison checks that the op code took the same path on
-both, and the reference's gradients are themselves checked by finite differences in tests/ops.
-Host crossings are counted; only explicit ``.numpy()``, ``.item()``, ``.to()`` and file I/O may
-cross.
+The gradient checks run on opaque tensors by finite differences. The opaque backend computes
+with the NumPy reference underneath, so every result must also equal the reference CPU backend's
+bit for bit, which checks that the op code took the same path on both. Host crossings are
+counted; only explicit ``.numpy()``, ``.item()``, ``.to()`` and file I/O may cross.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,9 @@ import minidl.backend
 from minidl import nn, optim
 from minidl.ops import conv, elementwise as ew, linalg, nn_ops, pool
 from opaque_backend import NAME, LeakError, OpaqueArray, OpaqueBackend, register
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograd"))
+from gradcheck_helpers import check_gradients  # noqa: E402
 
 register()
 
@@ -117,6 +122,14 @@ def test_values_and_gradients_match_the_reference_on_opaque_arrays(name):
     for tensor, reference in zip(inputs, expected_inputs):
         np.testing.assert_array_equal(tensor.grad.numpy(), reference.grad.numpy())
     assert OpaqueBackend.transfers["from_numpy"] == crossed  # reading results: to_numpy only
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_gradients_match_finite_differences_on_opaque_arrays(name):
+    f, arrays = OPS[name]
+    check_gradients(lambda *tensors: f(NAME, *tensors), *arrays, device=NAME, rtol=1e-5,
+                    atol=1e-7)
+    assert OpaqueBackend.violations == []
 
 
 def test_python_scalars_cross_as_kernel_arguments_not_as_copies():
