@@ -174,6 +174,17 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
+    def floor_divide(a, b):
+        """floor(a / b), rounding toward -inf as Python's ``//`` (x // 0 is ±inf or nan for
+        floats; integer division by zero is 0, with no error)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def remainder(a, b):
+        """a - floor(a / b)·b: the remainder with the divisor's sign, as Python's ``%``."""
+        raise NotImplementedError
+
+    @staticmethod
     def neg(a):
         """-a."""
         raise NotImplementedError

@@ -36,6 +36,8 @@ class ReferenceBackend(Backend):
     sub = staticmethod(array_ops.sub)
     mul = staticmethod(array_ops.mul)
     div = staticmethod(array_ops.div)
+    floor_divide = staticmethod(array_ops.floor_divide)
+    remainder = staticmethod(array_ops.remainder)
     neg = staticmethod(array_ops.neg)
     power = staticmethod(array_ops.power)
     exp = staticmethod(array_ops.exp)

@@ -87,6 +87,14 @@ def div(a, b):
     return np.true_divide(a, b)
 
 
+def floor_divide(a, b):
+    return np.floor_divide(a, b)
+
+
+def remainder(a, b):
+    return np.remainder(a, b)
+
+
 def neg(a):
     return np.negative(a)
 
