@@ -8,6 +8,7 @@ from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
 from ._util import normalize_axis, require_float
+from .shape import where
 
 
 # -- softmax ---------------------------------------------------------------------------------------
@@ -156,18 +157,19 @@ def nll_loss(log_probs: Tensor, targets, reduction: str = "mean",
     if targets.device != log_probs.device:
         raise ValueError(f"nll_loss: targets are on {targets.device}, log_probs on "
                          f"{log_probs.device}")
-    # Selecting log p[target] is a dot product with a one-hot row (all zeros when ignored). The
-    # one-hot rows are built on the device; the backend rejects targets out of range.
+    # log p[target] is picked with a one-hot mask (all False on ignored rows), built on the
+    # device; the backend rejects targets out of range. where() rather than a product with the
+    # one-hot rows, so that the other, possibly -inf, entries are never multiplied by 0.
     be = log_probs.backend
     t = be.astype(targets.data, np.int64)
     keep = be.not_equal(t, ignore_index)
     try:
-        one_hot = be.one_hot(be.where(keep, t, 0), log_probs.shape[1], log_probs.dtype)
+        one_hot = be.one_hot(be.where(keep, t, 0), log_probs.shape[1], np.bool_)
     except IndexError:
         raise ValueError(f"nll_loss: targets must be in [0, {log_probs.shape[1]}) or "
                          f"ignore_index={ignore_index}") from None
-    weights = be.mul(one_hot, be.reshape(be.astype(keep, log_probs.dtype), (-1, 1)))
-    losses = -(log_probs * Tensor._wrap(weights, log_probs.device)).sum(axis=1)
+    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), log_probs.device)
+    losses = -where(picked, log_probs, 0.0).sum(axis=1)
     if reduction == "mean":
         # Divided by the number of kept targets, counted on the device (nan if none is kept).
         kept = be.sum(be.astype(keep, log_probs.dtype))
