@@ -271,3 +271,13 @@ def test_a_parameter_made_from_a_device_tensor_is_copied_on_the_device():
     assert_no_leaks()
     assert parameter.device == f"{NAME}:0" and parameter.requires_grad
     assert parameter.data is not source.data
+
+
+def test_loading_a_state_dict_of_device_tensors_stays_on_the_device():
+    source, target = conv_model().to(NAME), conv_model().to(NAME)
+    tensors = dict(source.named_parameters()) | dict(source.named_buffers())
+    OpaqueBackend.reset()
+    target.load_state_dict(tensors)
+    assert_no_leaks()
+    for name, value in target.named_parameters():
+        np.testing.assert_array_equal(value.numpy(), tensors[name].numpy(), err_msg=name)
