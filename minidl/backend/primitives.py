@@ -19,10 +19,10 @@ Rules that hold for every primitive unless its own docstring says otherwise:
   a Python ``bool``/``int``/``float`` or a NumPy scalar. A Python scalar is *weak*: the result
   has the array operand's dtype (``mul(float32_array, 0.5)`` is float32). Passing a scalar costs
   no host-to-device copy, so ops use scalars rather than 0-d arrays for constants.
-* **Dtypes.** Elementwise results have the common dtype of their array operands (the ops cast
-  mixed operands to one dtype before calling, so backends only see equal dtypes); comparisons
-  and logical ops return ``bool``. Floating results keep the input's precision: float32 math is
-  done in float32, never silently widened.
+* **Dtypes.** Elementwise results have the common dtype of their array operands under NumPy's
+  promotion rules (the ops first cast an integer operand meeting a floating one to the floating
+  dtype, so float32 meets float32); comparisons and logical ops return ``bool``. Floating results
+  keep the input's precision: float32 math is done in float32, never silently widened.
 * **Aliasing.** Results are new arrays that share no memory with the inputs, except where a
   docstring says "may alias": then the result may be a view of an input, and the caller must
   not write into either while the other is still in use. In-place primitives end in ``_`` (as in
@@ -351,7 +351,7 @@ class Backend:
 
     @staticmethod
     def getitem(x, index):
-        """``x[index]`` with ``index`` a tuple of ints, slices, None, Ellipsis and int64 arrays
+        """``x[index]`` with ``index`` a tuple of ints, slices, None, Ellipsis and integer arrays
         of this backend (advanced indexing, NumPy's rules). May alias x when no array is in the
         index. ``IndexError`` when out of range."""
         raise NotImplementedError
