@@ -259,8 +259,10 @@ class Module:
             if name not in state_dict:
                 continue
             value = state_dict[name]
-            value = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-            if value.shape != target.shape:
+            # Tensors stay where they are (a copy between tensors of one device never leaves
+            # it); anything else is host data.
+            value = value if isinstance(value, Tensor) else np.asarray(value)
+            if tuple(value.shape) != target.shape:
                 problems.append(f"{name}: shape {value.shape} in the state_dict, "
                                 f"{target.shape} in the model")
             elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
@@ -278,7 +280,7 @@ class Module:
                 lines.append("  size or dtype mismatch: " + "; ".join(problems))
             raise StateDictMismatchError("\n".join(lines))
         for name, value in values.items():
-            own[name].copy_(value.astype(own[name].dtype, copy=False))
+            own[name].copy_(value)
         return IncompatibleKeys(missing, unexpected)
 
     # -- description as data ---------------------------------------------------------------------
