@@ -68,8 +68,10 @@ class CheckpointManager:
     """Saves a :class:`~minidl.checkpoint.Checkpoint` into ``directory`` on a schedule, keeps
     the files its policies ask for, and resumes from the newest sound one.
 
-    ``resume=False`` starts a new run beside existing ones: when the directory already has
-    checkpoints with ``prefix``, this run writes under ``prefix_N`` and never touches them.
+    ``resume=True`` (the default) continues the newest run of ``prefix`` in the directory
+    (``prefix``, or the highest ``prefix_N``).  ``resume=False`` starts a new run beside
+    existing ones: when the directory already has checkpoints with ``prefix``, this run
+    writes under the next free ``prefix_N`` and never touches them.
     ``clock`` (seconds, like ``time.time``) may be replaced, e.g. by a fake one in tests.
     ``key`` encrypts the files (and is needed to read them). ``is_writer`` defaults to
     "this is rank 0" (always true outside data-parallel training).
@@ -98,7 +100,8 @@ class CheckpointManager:
 
         naming.check_prefix(prefix)
         names = self._list_directory()
-        self.prefix = prefix if resume else naming.fresh_prefix(prefix, names)
+        self.prefix = (naming.newest_run_prefix(prefix, names) if resume
+                       else naming.fresh_prefix(prefix, names))
         if self.is_writer:
             os.makedirs(self.directory, exist_ok=True)
             self._remove_leftovers(names)
@@ -131,7 +134,7 @@ class CheckpointManager:
             if parsed is None:
                 continue
             path = os.path.join(self.directory, name)
-            record = CheckpointRecord(path, parsed.step, parsed.epoch)
+            record = CheckpointRecord(path, parsed.step, parsed.epoch, batch=parsed.batch)
             try:
                 saved_by_manager = read_header(path, key=self.key).metadata.get("manager", {})
             except CheckpointError:
@@ -177,9 +180,11 @@ class CheckpointManager:
         if self._writer is not None:
             self._writer.raise_pending()
 
-    def maybe_save(self, step: int, metrics: dict | None = None) -> str | None:
+    def maybe_save(self, step: int, metrics: dict | None = None, metadata: dict | None = None,
+                   *, epoch: int | None = None, batch: int | None = None) -> str | None:
         """Save if ``save_every_steps`` steps or ``save_every_seconds`` seconds have passed
-        since the last save; returns the new checkpoint's path, or None."""
+        since the last save; returns the new checkpoint's path, or None.  ``metadata``,
+        ``epoch`` and ``batch`` are as for :meth:`save`."""
         self._raise_background_error()
         due_by_steps = (self.save_every_steps is not None
                         and step - self._last_saved_step >= self.save_every_steps)
@@ -189,10 +194,14 @@ class CheckpointManager:
             due_by_time = dist.broadcast_object(due_by_time)  # rank 0's clock decides for all
         if not (due_by_steps or due_by_time) or step == self._last_saved_step:
             return None
-        return self.save(step, metrics)
+        return self.save(step, metrics, metadata, epoch=epoch, batch=batch)
 
-    def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None) -> str | None:
+    def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None, *,
+             epoch: int | None = None, batch: int | None = None) -> str | None:
         """Save now; returns the path.
+
+        The file name carries ``epoch`` and the ``batch`` within it when given (a training
+        loop knows them, counted from 1), else the tracked reader's epoch counter.
 
         With ``async_save`` this returns once the state is snapshotted; the file is
         committed in the background (``wait()`` blocks until it is). In a data-parallel job
@@ -204,12 +213,14 @@ class CheckpointManager:
         metrics = _plain_metrics(metrics)
         rank_rng = data_parallel.gather_rank_rng()
         rank_states = data_parallel.gather_rank_local_states(self.checkpoint.objects)
-        shards = self._write_shards(step)
+        if epoch is None:
+            epoch, batch = self.checkpoint.epoch, None
+        shards = self._write_shards(step, epoch, batch)
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
             return data_parallel.share_outcome(None, directory=self.directory)
         try:
-            path = self._save_as_writer(step, now, metrics, metadata,
+            path = self._save_as_writer(step, now, metrics, metadata, epoch, batch,
                                         dict(rank_rng=rank_rng, shards=shards,
                                              rank_states=rank_states))
         except BaseException as exc:
@@ -217,17 +228,17 @@ class CheckpointManager:
             raise
         return data_parallel.share_outcome(path)
 
-    def _write_shards(self, step: int) -> dict | None:
+    def _write_shards(self, step: int, epoch: int | None, batch: int | None) -> dict | None:
         """Every rank writes its shard of sharded objects (ZeRO); None when there are none."""
         objects = {name: obj for name, obj in self.checkpoint.objects.items()
                    if sharded.is_sharded(obj)}
         if not objects or dist.get_world_size() == 1:
             return None
-        name = naming.file_name(self.prefix, step, self.checkpoint.epoch)
+        name = naming.file_name(self.prefix, step, epoch, batch)
         return sharded.write_shards(os.path.join(self.directory, name), step, objects,
                                     key=self.key)
 
-    def _save_as_writer(self, step, now, metrics, metadata, gathered: dict) -> str:
+    def _save_as_writer(self, step, now, metrics, metadata, epoch, batch, gathered: dict) -> str:
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.
@@ -241,9 +252,9 @@ class CheckpointManager:
                                            reuse=self._spare_tensors, **gathered)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
-        path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
-                                                             staged.epoch))
-        record = CheckpointRecord(path, staged.step, staged.epoch, float(now), metrics)
+        path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step, epoch,
+                                                             batch))
+        record = CheckpointRecord(path, staged.step, epoch, float(now), metrics, batch=batch)
         if self._writer is None:
             self._write_and_commit(staged, record)
         else:
@@ -285,6 +296,15 @@ class CheckpointManager:
         with self._lock:
             candidates = list(reversed(self._records))
         return self._restore_on_every_rank(candidates, strict, "newest")
+
+    def restore(self, path, strict: bool = True) -> int:
+        """Restore the chosen checkpoint file ``path`` (of this run or any other); returns its
+        step.  The save schedule counts from there, as after :meth:`restore_latest`."""
+        self.wait()
+        info = self.checkpoint.restore(path, key=self.key, strict=strict)
+        self.last_restored = info
+        self._last_saved_step, self._last_save_time = info.step, self.clock()
+        return info.step
 
     def restore_best(self, strict: bool = True) -> int | None:
         """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""

@@ -11,7 +11,6 @@ import numpy as np
 import minidl as md
 import minidl.distributed as dist
 from minidl import nn, optim
-from minidl.data import ArrayDataset, DataReader
 from minidl.training import ModelCheckpoint
 
 
@@ -26,12 +25,12 @@ def main(argv):
     y = data.integers(0, 3, 48)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(6, 8, dtype="float64"), nn.Tanh(), nn.Linear(8, 3, dtype="float64")))
-    reader = DataReader(ArrayDataset(x, y), batch_size=12 // world, shuffle=True, seed=2,
-                        rank=rank, world_size=world)
     callbacks = [ModelCheckpoint(f"{output}-best.mdl", save_best_only=True)]
-    history = md.fit(model, nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.1), reader,
-                     epochs=3, val_data=(x, y), checkpoint_dir=directory, save_every_steps=5,
-                     callbacks=callbacks)
+    checkpoint = md.CheckpointConfig(directory, save_every_steps=5) if directory else None
+    # The arrays as they are: fit gives each rank its block of every global batch of 12.
+    history = md.fit(model, nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.1), (x, y),
+                     batch_size=12 // world, shuffle=True, seed=2, epochs=3, metrics=["accuracy"],
+                     validation_data=(x, y), checkpoint=checkpoint, callbacks=callbacks)
     np.savez(f"{output}-rank{rank}.npz", loss=np.array(history.metrics["loss"]),
              accuracy=np.array(history.metrics["accuracy"]),
              val_loss=np.array(history.metrics["val_loss"]),
