@@ -96,6 +96,7 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
             raise RuntimeError(
                 "backward: trying to backward through the graph a second time; its saved "
                 "arrays were freed by the first backward. Pass retain_graph=True the first time.")
+        node.check_saved_versions()
         input_grads = node.backward(grad)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)

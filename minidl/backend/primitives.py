@@ -11,13 +11,14 @@ ARRAY_PRIMITIVES = (
     "from_numpy", "to_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "astype",
     "copy",
     # elementwise math
-    "add", "sub", "mul", "div", "neg", "power", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
+    "add", "sub", "mul", "div", "floor_divide", "remainder", "neg", "power", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
     "relu_backward", "abs", "sign", "maximum", "minimum", "where", "clip",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_not",
     # reductions
     "sum", "max", "min", "argmax", "argmin",
     # movement
-    "reshape", "transpose", "broadcast_to", "getitem", "index_add", "concatenate", "stack",
+    "reshape", "transpose", "broadcast_to", "getitem", "setitem", "index_add", "concatenate",
+    "stack",
     # linear algebra
     "matmul",
 )

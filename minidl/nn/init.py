@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import math
 
+from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..random import resolve
 
 
+# Initialising writes a parameter in place, which is not part of any graph (PyTorch's init
+# functions also run under no_grad; in-place edits of leaves are refused otherwise).
+@no_grad()
 def _fill(tensor: Tensor, values) -> Tensor:
     tensor.copy_(values.astype(tensor.dtype, copy=False))
     return tensor
@@ -47,16 +51,17 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
     return _fill(tensor, resolve(generator).normal(mean, std, tensor.shape, tensor.dtype))
 
 
+@no_grad()
 def constant_(tensor: Tensor, value: float) -> Tensor:
     return tensor.fill_(value)
 
 
 def zeros_(tensor: Tensor) -> Tensor:
-    return tensor.fill_(0)
+    return constant_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
-    return tensor.fill_(1)
+    return constant_(tensor, 1)
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",

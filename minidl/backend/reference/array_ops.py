@@ -58,6 +58,8 @@ add = np.add
 sub = np.subtract
 mul = np.multiply
 div = np.true_divide
+floor_divide = np.floor_divide  # rounds toward -inf, as Python's // and PyTorch's
+remainder = np.remainder  # takes the divisor's sign, as Python's % and PyTorch's
 neg = np.negative
 power = np.power
 exp = np.exp
@@ -142,6 +144,11 @@ def broadcast_to(x, shape):
 
 def getitem(x, index):
     return x[index]
+
+
+def setitem(x, index, values):
+    """Write ``values`` into ``x[index]`` in place (the only primitive that mutates an array)."""
+    x[index] = values
 
 
 def index_add(shape, index, values, dtype):
