@@ -6,7 +6,10 @@ random generator (``md.manual_seed``), and the file functions (``md.save``, ``md
 (Numba, ONNX, cryptography) are imported only when first used.
 """
 
-from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
+from .backend.threads import get_num_threads, set_num_threads
 from .autograd.tensor import (
     Tensor, as_tensor, bool_, float16, float32, float64, int32, int64, tensor, uint8,
 )

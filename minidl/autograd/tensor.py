@@ -27,6 +27,11 @@ bool_ = np.dtype(np.bool_)
 
 _DEFAULT_FLOAT = float32
 
+# PyTorch's legacy type names, which ``Tensor.type()`` reports and accepts.
+_TYPE_NAMES = {float32: "FloatTensor", float64: "DoubleTensor", float16: "HalfTensor",
+               int64: "LongTensor", int32: "IntTensor", np.dtype(np.int16): "ShortTensor",
+               np.dtype(np.int8): "CharTensor", uint8: "ByteTensor", bool_: "BoolTensor"}
+
 
 class Tensor:
     """A multi-dimensional array that can record the ops applied to it and differentiate them."""
@@ -190,6 +195,29 @@ class Tensor:
 
     def long(self) -> "Tensor":
         return self.to(dtype=int64)
+
+    def int(self) -> "Tensor":  # noqa: A003
+        return self.to(dtype=int32)
+
+    def half(self) -> "Tensor":
+        return self.to(dtype=float16)
+
+    def bool(self) -> "Tensor":  # noqa: A003
+        return self.to(dtype=bool_)
+
+    def type(self, dtype=None):  # noqa: A003
+        """With no argument, the type's name as PyTorch spells it ("minidl.FloatTensor");
+        with a dtype or such a name, this tensor cast to it."""
+        if dtype is None:
+            return "minidl." + _TYPE_NAMES.get(self.dtype, f"{self.dtype.name}Tensor")
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            by_name = {name: kind for kind, name in _TYPE_NAMES.items()}
+            name = dtype.rsplit(".", 1)[-1]
+            if name not in by_name:
+                raise ValueError(f"type: unknown tensor type {dtype!r} (expected one of "
+                                 f"{sorted(by_name)})")
+            dtype = by_name[name]
+        return self.to(dtype=dtype)
 
     def astype(self, dtype) -> "Tensor":
         return self.to(dtype=dtype)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import binary_operands, require_float
+from ._util import binary_operands, require_float, result_dtype
 
 
 class Add(Function):
@@ -294,8 +294,8 @@ def mul(a, b) -> Tensor:
 
 def div(a, b) -> Tensor:
     a, b = binary_operands("div", a, b)
-    if a.dtype.kind != "f" and b.dtype.kind != "f":
-        a = a.to(dtype=np.float32)  # true division of integers gives floats, as in PyTorch
+    if a.dtype.kind != "f":  # true division of integers gives float32, as in PyTorch
+        a, b = a.to(dtype=np.float32), b.to(dtype=np.float32)
     return Div.apply(a, b)
 
 
@@ -371,9 +371,21 @@ def minimum(a, b) -> Tensor:
 
 
 def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """Clip into [min, max] (either may be None; numbers or tensors). The result has PyTorch's
+    promoted dtype: clamping an integer tensor at 0.5 gives float32."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    return Clamp.apply(a, low=min, high=max)
+    dtype = result_dtype(a, min, max)
+    if dtype != a.dtype:
+        a = a.to(dtype=dtype)
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # Tensor bounds: the elementwise maximum/minimum, which route the gradient to the bound
+        # where it is the one chosen.
+        out = a if min is None else maximum(a, min)
+        return out if max is None else minimum(out, max)
+    low = None if min is None else dtype.type(min)
+    high = None if max is None else dtype.type(max)
+    return Clamp.apply(a, low=low, high=high)
 
 
 def _compare(primitive: str, op: str, a, b) -> Tensor:

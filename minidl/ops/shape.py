@@ -12,7 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
-from ._util import broadcast_shape, normalize_axis
+from ._util import broadcast_shape, normalize_axis, promote_operands
 
 
 class Reshape(Function):
@@ -351,14 +351,11 @@ def where(condition, a, b) -> Tensor:
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     if like is None:
         raise TypeError("where: at least one of a and b must be a Tensor")
-    a, b = as_tensor(a, like=like), as_tensor(b, like=like)
+    a, b = promote_operands(a, b)  # PyTorch's promotion: where(c, float32, int64) is float32
     if not isinstance(condition, Tensor):
         condition = Tensor(np.asarray(condition), device=like.device)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
-    if a.dtype != b.dtype:
-        dtype = np.result_type(a.dtype, b.dtype)
-        a, b = a.to(dtype=dtype), b.to(dtype=dtype)
     broadcast_shape("where", condition.shape, a.shape, b.shape)
     return Where.apply(a, b, condition)
 
