@@ -127,3 +127,48 @@ def test_mse_loss_broadcasts_with_torchs_warning():
         F.mse_loss(prediction, prediction)  # same shapes: no warning
     with pytest.raises(ValueError, match="mse_loss"):
         F.mse_loss(prediction, md.tensor([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), 1), ((2, 4), 1), ((3, 2), (2, 3))])
+def test_conv2d_same_and_valid_padding_match_torch(kernel, dilation):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3) + kernel)
+    for padding in ("same", "valid"):
+        ours, theirs = _pair(torch, x)
+        ow, tw = _pair(torch, w)
+        mine = F.conv2d(ours, ow, padding=padding, dilation=dilation)
+        ref = torch.nn.functional.conv2d(theirs, tw, padding=padding, dilation=dilation)
+        assert mine.shape == tuple(ref.shape)
+        if padding == "same":
+            assert mine.shape[2:] == x.shape[2:]
+        np.testing.assert_allclose(mine.detach().numpy(), ref.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+        (mine * mine).sum().backward()
+        (ref * ref).sum().backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(ow.grad.numpy(), tw.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def test_conv2d_layer_same_padding_keeps_the_size_and_rejects_strides():
+    layer = nn.Conv2d(2, 3, 4, padding="same")
+    assert layer(md.randn(1, 2, 5, 5)).shape == (1, 3, 5, 5)
+    assert layer.get_config()["padding"] == "same"
+    with pytest.raises(ValueError, match="stride 1"):
+        nn.Conv2d(2, 3, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding"):
+        F.conv2d(md.randn(1, 2, 5, 5), md.randn(3, 2, 3, 3), padding="full")
+
+
+@pytest.mark.parametrize("size", [(3, 5), (4, 4), 1, (None, 2), (5, 7)])
+def test_adaptive_avg_pool_to_any_size_matches_torch(size):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(4).standard_normal((2, 3, 7, 10))
+    ours, theirs = _pair(torch, x)
+    mine = nn.AdaptiveAvgPool2d(size)(ours)
+    ref = torch.nn.AdaptiveAvgPool2d(size)(theirs)
+    assert mine.shape == tuple(ref.shape)
+    np.testing.assert_allclose(mine.detach().numpy(), ref.detach().numpy(), rtol=1e-12)
+    (mine * mine).sum().backward()
+    (ref * ref).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10)
