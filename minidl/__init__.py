@@ -24,7 +24,7 @@ from .ops.elementwise import (  # noqa: E402,A004
 from .ops.linalg import matmul  # noqa: E402
 from .nn.functional import log_softmax, softmax  # noqa: E402
 from .ops.reduction import (  # noqa: E402,A004
-    amax, amin, argmax, argmin, max, mean, min, std, sum, var,
+    all, amax, amin, any, argmax, argmin, max, mean, min, std, sum, var,
 )
 from .ops.shape import (  # noqa: E402
     flatten, index_put, permute, reshape, squeeze, transpose, unsqueeze,

@@ -363,7 +363,7 @@ def _install_methods():
         setattr(Tensor, name, function)
 
     # Reductions accept NumPy's ``axis`` and PyTorch's ``dim``; ``keepdim`` is PyTorch's spelling.
-    for name in ("sum", "mean", "max", "min", "amax", "amin", "var", "std"):
+    for name in ("sum", "mean", "max", "min", "amax", "amin", "var", "std", "any", "all"):
         setattr(Tensor, name, getattr(reduction, name))
 
     def softmax(self, axis=-1, *, dim=None):

@@ -81,6 +81,16 @@ class _ArgExtremum(Function):
         return getattr(self.backend, self.primitive)(a, axis=axis, keepdims=keepdims)
 
 
+class _AnyAll(Function):
+    """Whether any (all) element is true: the max (min) of bools, False < True. Bools have
+    no gradient."""
+
+    differentiable = False
+
+    def forward(self, a, axes, keepdims, primitive):
+        return getattr(self.backend, primitive)(a, axis=axes, keepdims=keepdims)
+
+
 class ArgMax(_ArgExtremum):
     primitive = "argmax"
 
@@ -232,3 +242,29 @@ def argmin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=No
     """Index of the smallest element along ``axis`` (alias ``dim``); the first one on ties."""
     return ArgMin.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
+
+
+def _any_all(op: str, primitive: str, a: Tensor, axis, keepdims, dim, keepdim) -> Tensor:
+    axes = normalize_axes(op, _axis_or_dim(axis, dim), a.ndim)
+    if a.dtype.kind != "b":
+        a = a != 0
+    if a.numel() == 0 or (axes is not None and 0 in [a.shape[i] for i in axes]):
+        # over nothing: any is False and all is True (the identities of "or" and "and")
+        shape = _reduced_shape(a.shape, axes, _keep(keepdims, keepdim))
+        return Tensor._wrap(a.backend.full(shape, op == "all", np.bool_), a.device)
+    return _AnyAll.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim), primitive=primitive)
+
+
+def _reduced_shape(shape, axes, keepdims):
+    axes = range(len(shape)) if axes is None else axes
+    return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
+
+
+def any(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Whether any element (along ``axis``, alias ``dim``) is non-zero, as a bool tensor."""
+    return _any_all("any", "max", a, axis, keepdims, dim, keepdim)
+
+
+def all(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Whether every element (along ``axis``, alias ``dim``) is non-zero, as a bool tensor."""
+    return _any_all("all", "min", a, axis, keepdims, dim, keepdim)

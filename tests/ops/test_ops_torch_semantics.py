@@ -171,3 +171,11 @@ def test_set_num_threads():
         md.set_num_threads(before)
     with pytest.raises(ValueError, match="positive"):
         md.set_num_threads(0)
+
+
+def test_any_and_all():
+    x = md.tensor([[0, 1], [0, 0]])
+    assert x.any().item() and not x.all().item()
+    assert x.any(dim=1).tolist() == [True, False]
+    assert md.all(x == 0, dim=0, keepdim=True).tolist() == [[True, False]]
+    assert md.zeros(0).all().item() and not md.zeros(2, 0).any(dim=1).tolist()[0]
