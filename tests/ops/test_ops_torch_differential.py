@@ -97,6 +97,19 @@ case("pow scalar", unary())(lambda lib, F, a: a ** 2 + a ** 3 - a ** 0 + (a * a 
 case("floor_divide", binary(second=nonzero).map(lambda ab: [Const(ab[0]), Const(ab[1])]))(
     lambda lib, F, a, b: a // b)
 case("remainder", binary(second=nonzero))(lambda lib, F, a, b: a % b)
+@st.composite
+def integer_pair(draw):
+    sa, sb = draw_broadcastable(draw)
+    ints = st.integers(-9, 9).filter(bool)
+    return [Const(draw(hnp.arrays(np.int64, sa, elements=ints))),
+            Const(draw(hnp.arrays(np.int64, sb, elements=ints))),
+            draw(floats((), 0.0, 2.0))]
+
+
+# dtype promotion: integer tensors with integer and float operands (values and dtypes).
+case("integer promotion", integer_pair())(
+    lambda lib, F, a, b, x: (a / b, a // b, a % b, a * 1.5, a.abs() ** 0.5, a.clamp(0.5), a + b,
+                             lib.where(a > b, a, x), (a > 0) * 2.5, a.float() + x))
 case("neg abs", unary())(lambda lib, F, a: -a.abs())
 case("exp", unary())(lambda lib, F, a: a.exp())
 case("log sqrt", unary(0.1, 5.0))(lambda lib, F, a: a.log() + a.sqrt())
