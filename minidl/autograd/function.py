@@ -92,23 +92,27 @@ class Function:
         return out
 
     def _versions_of_saved(self, inputs, out) -> tuple:
-        """(counter, version now, description) for each input or output whose array the
-        forward kept on ``self`` for the backward rule.
+        """(counter, version now, input position or None for the output) for each tensor
+        whose array the forward kept on ``self`` for the backward rule.
 
         Found by identity: an op saves what it needs as attributes (``self.a = a``,
         ``self.out = ...``), so an attribute that *is* an input's or the output's array marks
         that tensor as saved. An op that saves nothing (add) constrains nothing.
         """
         kept = {id(value) for value in vars(self).values()}
-        saved = [(t, f"input {i}") for i, t in enumerate(inputs) if id(t.data) in kept]
+        saved = []
+        for i, tensor in enumerate(inputs):
+            if id(tensor.data) in kept:
+                saved.append((tensor._version_cell, tensor._version_cell[0], i))
         if id(out.data) in kept:
-            saved.append((out, "output"))
-        return tuple((t._version_cell, t._version_cell[0], what) for t, what in saved)
+            saved.append((out._version_cell, out._version_cell[0], None))
+        return tuple(saved)
 
     def check_saved_versions(self) -> None:
         """Raise if a tensor this node saved was edited in place since (PyTorch's error)."""
-        for cell, version, what in self.saved_versions:
+        for cell, version, position in self.saved_versions:
             if cell[0] != version:
+                what = "output" if position is None else f"input {position}"
                 raise RuntimeError(
                     f"one of the tensors needed for gradient computation has been modified by "
                     f"an inplace operation: the {what} of {self.name} is at version {cell[0]}; "

@@ -77,11 +77,27 @@ def promote_operands(*operands, device=None) -> list:
 def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     """Turn the operands of a binary op into Tensors of their common dtype (PyTorch's
     promotion rules, :func:`result_dtype`) and check that their shapes broadcast."""
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    a_tensor, b_tensor = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not a_tensor and not b_tensor:
         raise TypeError(f"{op}: expected at least one Tensor operand")
-    a, b = promote_operands(a, b)
-    broadcast_shape(op, a.shape, b.shape)
+    # Fast paths for the common cases (same dtypes; a tensor and a number that does not raise
+    # its category), which every small op of a training step takes.
+    if a_tensor and b_tensor and a.dtype == b.dtype:
+        pass
+    elif a_tensor and type(b) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(b)] <= _category(
+            a.dtype):
+        b = Tensor(np.array(b, a.dtype), device=a.device)
+    elif b_tensor and type(a) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(a)] <= _category(
+            b.dtype):
+        a = Tensor(np.array(a, b.dtype), device=b.device)
+    else:
+        a, b = promote_operands(a, b)
+    if a.shape != b.shape:
+        broadcast_shape(op, a.shape, b.shape)
     return a, b
+
+
+_NUMBER_CATEGORY = {bool: 0, int: 1, float: 2}
 
 
 def broadcast_shape(op: str, *shapes) -> tuple:
