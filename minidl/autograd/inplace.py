@@ -21,6 +21,7 @@ import weakref
 
 import numpy as np
 
+from . import tracing
 from .grad_mode import is_grad_enabled
 
 
@@ -56,6 +57,12 @@ def modify_in_place(tensor, op: str, compute, *others):
     from .tensor import Tensor
 
     check_leaf(tensor, op)
+    if tracing.active is not None:
+        # A tracer (the ONNX exporter) maps each tensor to the value an op produced; an edit in
+        # place would leave later readers of this tensor mapped to the old value.
+        raise RuntimeError(f"{op}: in-place edits cannot be traced for export; write this step "
+                           f"out of place (y = x + 1 rather than x += 1, md.index_put rather "
+                           f"than x[i] = v)")
     recording = is_grad_enabled() and (tensor.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
     if recording:

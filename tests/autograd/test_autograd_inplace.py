@@ -140,3 +140,19 @@ def test_nodes_that_read_a_tensor_before_an_edit_keep_the_old_history():
     y.mul_(3)          # the edit must not scale a's gradient
     a.backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_in_place_edits_are_refused_while_tracing_for_export():
+    from minidl.autograd import tracing
+
+    class Recorder:
+        def on_function(self, function_class, inputs, attrs, output):
+            pass
+
+    x = md.tensor([1.0, 2.0])
+    with tracing.tracing(Recorder()):
+        with pytest.raises(RuntimeError, match="out of place"):
+            x += 1
+        with pytest.raises(RuntimeError, match="index_put"):
+            x[0] = 5.0
+    assert x.tolist() == [1.0, 2.0]
