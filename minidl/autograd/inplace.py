@@ -146,7 +146,14 @@ def install(Tensor) -> None:
 
     def fill_(self, value):
         """Set every element to ``value``, in place."""
-        return modify_in_place(self, "fill_", lambda a: shape.full_like(a, value))
+        if isinstance(value, Tensor) or (is_grad_enabled() and self.requires_grad) or \
+                tracing.active is not None:
+            return modify_in_place(self, "fill_", lambda a: shape.full_like(a, value))
+        # Nothing to record (a gradient buffer, an update under no_grad): write directly. As
+        # in PyTorch the value is cast to the tensor's dtype (fill_(0.5) of integers is 0).
+        self.backend.setitem(self.data, Ellipsis, value)
+        bump_version(self)
+        return self
 
     def zero_(self):
         """Set every element to zero, in place."""
