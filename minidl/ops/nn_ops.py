@@ -140,7 +140,7 @@ def cross_entropy(logits: Tensor, targets, weight=None, *, ignore_index: int = -
             1 if logits.ndim > 1 else 0] * _weighted_smoothing_term(
                 log_probs, targets, weight, ignore_index, reduction)
     logits, flat, spatial_shape = _classes_last("cross_entropy", logits, targets)
-    flat_targets = flat.data.astype(np.int64, copy=False)
+    flat_targets = flat.to(dtype=np.int64).data
     try:
         out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets,
                                         ignore_index=int(ignore_index),
@@ -218,8 +218,7 @@ def nll_loss(log_probs: Tensor, targets, weight=None, *, ignore_index: int = -10
     classes = rows.shape[1]
     weight = _class_weight("nll_loss", weight, classes, rows)
     kept = flat.detach() != ignore_index
-    t = flat.detach().numpy()
-    if np.any((t[kept.numpy()] < 0) | (t[kept.numpy()] >= classes)):
+    if (((flat < 0) | (flat >= classes)) & kept).any().item():
         raise ValueError(f"nll_loss: targets must be in [0, {classes}) or "
                          f"ignore_index={ignore_index}")
     from ..creation import arange
