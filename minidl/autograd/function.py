@@ -59,7 +59,13 @@ class Function:
         from .tensor import Tensor
 
         device = inputs[0].device
-        for tensor in inputs[1:]:
+        for tensor in inputs:
+            if tensor._view_version is not None and tensor._view_version != \
+                    tensor._version_cell[0] and tensor.requires_grad and is_grad_enabled():
+                raise RuntimeError(
+                    f"{cls.__name__}: an input is a view taken before its memory was edited in "
+                    f"place; its recorded history no longer describes its values. Take the "
+                    f"view again after the edit.")
             if tensor.device != device:
                 raise ValueError(
                     f"{cls.__name__}: inputs are on different devices "
@@ -75,6 +81,8 @@ class Function:
         out = Tensor._wrap(out_data, device, requires_grad)
         if node.output_is_view:
             out._version_cell = inputs[0]._version_cell
+            if requires_grad:
+                out._view_version = out._version_cell[0]
         if requires_grad:
             node.parents = inputs
             out._node = node

@@ -65,6 +65,11 @@ def modify_in_place(tensor, op: str, compute, *others):
                            f"than x[i] = v)")
     recording = is_grad_enabled() and (tensor.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
+    if recording and tensor._view_version is not None:
+        # Its base tensor's history would not learn of the edit (PyTorch rewrites the base's
+        # history; minidl asks for the edit on the base, where it is recorded).
+        raise RuntimeError(f"{op}: in-place edit of a view of a tensor that is part of a graph; "
+                           f"edit the base tensor instead (x[index] = value, md.index_put)")
     if recording:
         # The result's node may keep the "before" array for its backward (mul_ keeps both
         # factors); give it its own copy, since the tensor's memory is about to be overwritten.

@@ -37,10 +37,11 @@ class Tensor:
     """A multi-dimensional array that can record the ops applied to it and differentiate them."""
 
     # _version_cell: a one-element list counting in-place edits of this memory, shared by the
-    # tensors that view it; _consumers: weak references to the recorded nodes that read this
-    # tensor (see autograd/inplace.py for both).
+    # tensors that view it; _view_version: for a view recorded in a graph, the count when it was
+    # taken; _consumers: weak references to the recorded nodes that read this tensor (see
+    # autograd/inplace.py for all three).
     __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_retains_grad",
-                 "_version_cell", "_consumers", "__weakref__")
+                 "_version_cell", "_view_version", "_consumers", "__weakref__")
     # NumPy defers binary operators to us (np_array * tensor -> Tensor.__rmul__).
     __array_priority__ = 1000
 
@@ -64,6 +65,7 @@ class Tensor:
         self._node = None
         self._retains_grad = False
         self._version_cell = [0]
+        self._view_version = None
         self._consumers = None
         self.requires_grad = False
         if requires_grad:
@@ -80,6 +82,7 @@ class Tensor:
         tensor._node = None
         tensor._retains_grad = False
         tensor._version_cell = [0]
+        tensor._view_version = None
         tensor._consumers = None
         return tensor
 
