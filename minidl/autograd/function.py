@@ -22,6 +22,25 @@ from . import tracing
 from .grad_mode import is_grad_enabled
 
 
+def _add_consumer(tensor, node) -> None:
+    """Note that ``node`` reads ``tensor``, so that an in-place edit of the tensor can leave the
+    node reading the value it read (autograd/inplace.py).
+
+    Leaves that require grad (parameters) are skipped: they cannot be edited in place while a
+    graph is recorded. The list holds weak references, pruned as it grows, so a constant read by
+    every step does not accumulate the nodes of finished steps.
+    """
+    if tensor._node is None and tensor.requires_grad:
+        return
+    consumers = tensor._consumers
+    if consumers is None:
+        tensor._consumers = [weakref.ref(node)]
+        return
+    if len(consumers) >= 16 and not len(consumers) & (len(consumers) - 1):  # at powers of two
+        consumers[:] = [ref for ref in consumers if ref() is not None]
+    consumers.append(weakref.ref(node))
+
+
 class Function:
     """Base class of differentiable ops (see the module docstring)."""
 
@@ -87,11 +106,7 @@ class Function:
             node.parents = inputs
             out._node = node
             for tensor in inputs:
-                # So that an in-place edit of an input can leave this node reading the value it
-                # read (autograd/inplace.py).
-                if tensor._consumers is None:
-                    tensor._consumers = []
-                tensor._consumers.append(weakref.ref(node))
+                _add_consumer(tensor, node)
             node.saved_versions = node._versions_of_saved(inputs, out)
         # Reported whether or not it is differentiable: a mask computed from the input (x > 0)
         # must reach the tracer as an op, or an export would freeze it at the example's values.

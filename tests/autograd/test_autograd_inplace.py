@@ -170,3 +170,12 @@ def test_views_and_in_place_edits_never_give_silently_wrong_gradients():
         (view * 1).sum()
     (y[0:2] * 1).sum().backward()  # a view taken after the edit is fine
     np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0, 0.0])
+
+
+def test_a_constant_read_by_every_step_does_not_accumulate_bookkeeping():
+    constant = md.tensor([1.0, 2.0])
+    w = md.tensor([1.0, 1.0], requires_grad=True)
+    for _ in range(500):
+        (w * constant).sum().backward()
+    assert len(constant._consumers) <= 16  # finished steps' nodes are pruned
+    assert w._consumers is None  # parameters cannot be edited in place mid-graph: not tracked
