@@ -41,13 +41,17 @@ class LogSoftmax(Function):
         return be.sub(grad, be.mul(be.exp(self.out), total))
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
+def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """softmax along ``axis`` (alias ``dim``)."""
     require_float("softmax", x)
+    axis = dim if dim is not None else axis
     return Softmax.apply(x, axis=normalize_axis("softmax", axis, x.ndim))
 
 
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+def log_softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """log_softmax along ``axis`` (alias ``dim``)."""
     require_float("log_softmax", x)
+    axis = dim if dim is not None else axis
     return LogSoftmax.apply(x, axis=normalize_axis("log_softmax", axis, x.ndim))
 
 
