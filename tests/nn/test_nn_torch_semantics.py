@@ -129,6 +129,8 @@ def test_mse_loss_broadcasts_with_torchs_warning():
         F.mse_loss(prediction, md.tensor([1.0, 2.0]))
 
 
+# PyTorch warns that it copies the input for an even kernel with padding='same'.
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("kernel,dilation", [((3, 3), 1), ((2, 4), 1), ((3, 2), (2, 3))])
 def test_conv2d_same_and_valid_padding_match_torch(kernel, dilation):
     torch = pytest.importorskip("torch")
