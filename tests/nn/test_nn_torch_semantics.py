@@ -174,3 +174,20 @@ def test_adaptive_avg_pool_to_any_size_matches_torch(size):
     (mine * mine).sum().backward()
     (ref * ref).sum().backward()
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(5, 4), (3, 4, 2)])
+def test_cross_entropy_probability_targets_with_class_weights_match_torch(shape):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    logits, probs = rng.standard_normal(shape), rng.uniform(0.1, 1.0, shape)
+    probs /= probs.sum(axis=1, keepdims=True)
+    weight = rng.uniform(0.5, 2.0, shape[1])
+    ours, theirs = _pair(torch, logits)
+    mine = F.cross_entropy(ours, md.tensor(probs), md.tensor(weight), label_smoothing=0.1)
+    ref = torch.nn.functional.cross_entropy(theirs, torch.tensor(probs), torch.tensor(weight),
+                                            label_smoothing=0.1)
+    np.testing.assert_allclose(mine.item(), ref.item(), rtol=1e-12)
+    mine.backward()
+    ref.backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10)
