@@ -15,8 +15,8 @@ from .autograd.tensor import (
 )
 from .ops.shape import cat, stack, where
 # The ops as functions of the module too, as PyTorch's ``torch.max(x, 1)``, ``torch.exp(x)``.
-# (These names shadow Python's max/min/sum/abs/pow inside this module only; nothing below uses
-# the builtins.)
+# (These names shadow Python's max/min/sum/abs/pow/all/any inside this module only; nothing
+# below uses the builtins.)
 from .ops.elementwise import (  # noqa: E402,A004
     abs, add, clamp, div, eq, exp, floor_divide, ge, gelu, gt, le, log, lt, maximum, minimum,
     mul, ne, neg, pow, relu, remainder, sigmoid, sqrt, sub, tanh,

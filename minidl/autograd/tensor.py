@@ -200,12 +200,15 @@ class Tensor:
         return self.to(dtype=int64)
 
     def int(self) -> "Tensor":  # noqa: A003
+        """As int32 (PyTorch's ``int()``; floats are truncated toward zero)."""
         return self.to(dtype=int32)
 
     def half(self) -> "Tensor":
+        """As float16."""
         return self.to(dtype=float16)
 
     def bool(self) -> "Tensor":  # noqa: A003
+        """As bool: True where non-zero."""
         return self.to(dtype=bool_)
 
     def type(self, dtype=None):  # noqa: A003
