@@ -200,7 +200,7 @@ def install(Tensor) -> None:
         # x += y edits x in place, as in PyTorch (without these Python would rebind x to a new
         # tensor, and `param -= lr * param.grad` would silently stop updating the parameter).
         "__iadd__": operator(add_), "__isub__": operator(sub_), "__imul__": operator(mul_),
-        "__itruediv__": operator(div_),
+        "__itruediv__": operator(div_), "__ipow__": operator(pow_),
     }
     for name, method in methods.items():
         setattr(Tensor, name, method)
