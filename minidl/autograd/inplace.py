@@ -41,12 +41,17 @@ def bump_version(tensor) -> None:
 
 
 def overwrite_data(tensor, values) -> None:
-    """Write ``values`` (a NumPy array of the tensor's shape) into the tensor's memory without
-    counting it as an edit: PyTorch's ``tensor.data.copy_(values)``, which sidesteps the version
-    counter. For loading state (``load_state_dict``), where a graph built before the load may
-    still be differentiated, as ported code does."""
-    tensor.backend.setitem(tensor.data, Ellipsis, tensor.backend.from_numpy(
-        values.astype(tensor.dtype, copy=False)))
+    """Write ``values`` (a tensor of the same device, or host data) of the tensor's shape into
+    its memory without counting it as an edit: PyTorch's ``tensor.data.copy_(values)``, which
+    sidesteps the version counter. For loading state (``load_state_dict``), where a graph built
+    before the load may still be differentiated, as ported code does."""
+    from .tensor import Tensor
+    if isinstance(values, Tensor) and values.device == tensor.device:
+        source = values.data  # a copy between tensors of one device never leaves it
+    else:
+        host = values.numpy() if isinstance(values, Tensor) else np.asarray(values)
+        source = tensor.backend.from_numpy(host.astype(tensor.dtype, copy=False))
+    tensor.backend.assign_(tensor.data, source)
 
 
 def modify_in_place(tensor, op: str, compute, *others):
@@ -89,7 +94,7 @@ def modify_in_place(tensor, op: str, compute, *others):
             raise RuntimeError(f"{op}: result type {result.dtype} can't be cast to the tensor's "
                                f"dtype {tensor.dtype}")
         result = result.to(dtype=tensor.dtype)
-    tensor.backend.setitem(tensor.data, Ellipsis, result.data)
+    tensor.backend.assign_(tensor.data, result.data)
     bump_version(tensor)
     if result._node is not None:
         tensor._node, tensor.requires_grad = result._node, True
@@ -156,7 +161,7 @@ def install(Tensor) -> None:
             return modify_in_place(self, "fill_", lambda a: shape.full_like(a, value))
         # Nothing to record (a gradient buffer, an update under no_grad): write directly. As
         # in PyTorch the value is cast to the tensor's dtype (fill_(0.5) of integers is 0).
-        self.backend.setitem(self.data, Ellipsis, value)
+        self.backend.fill_(self.data, value.item() if isinstance(value, np.generic) else value)
         bump_version(self)
         return self
 

@@ -60,7 +60,7 @@ class Tensor:
             raise TypeError(f"tensor: unsupported dtype {array.dtype} (expected bool, integer or "
                             f"floating point data)")
         self.device = canonical_device(device)
-        self.data = get_backend(self.device).from_numpy(array) if self.device != "cpu" else array
+        self.data = get_backend(self.device).from_numpy(array)
         self.grad = None
         self._node = None
         self._retains_grad = False
@@ -75,16 +75,19 @@ class Tensor:
     def _wrap(cls, data, device: str, requires_grad: bool = False) -> "Tensor":
         """Wrap a backend array produced by an op, without copying or converting it."""
         tensor = object.__new__(Tensor)
-        tensor.data = data
-        tensor.device = device
-        tensor.requires_grad = requires_grad
-        tensor.grad = None
-        tensor._node = None
-        tensor._retains_grad = False
-        tensor._version_cell = [0]
-        tensor._view_version = None
-        tensor._consumers = None
+        tensor._hold(data, device, requires_grad)
         return tensor
+
+    def _hold(self, data, device: str, requires_grad: bool) -> None:
+        self.data = data
+        self.device = device
+        self.requires_grad = requires_grad
+        self.grad = None
+        self._node = None
+        self._retains_grad = False
+        self._version_cell = [0]
+        self._view_version = None
+        self._consumers = None
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -250,13 +253,14 @@ class Tensor:
 
     def _accumulate_grad(self, grad, exclusive: bool = False) -> None:
         """Add ``grad`` into ``.grad``; ``exclusive`` means no one else holds that array."""
-        converted = self.backend.astype(grad, self.dtype)
+        backend = self.backend
+        converted = backend.astype(grad, self.dtype)
         if self.grad is None:
             # .grad must own its array (users may scale it in place), so share only an array
-            # nobody else can see; copy anything else.
-            keep = exclusive and converted is grad and getattr(grad, "flags", None) is not None \
-                and grad.flags.writeable
-            self.grad = Tensor._wrap(grad if keep else self.backend.copy(converted), self.device)
+            # nobody else can see and that is its own memory (the backend knows which arrays are
+            # views); copy anything else.
+            keep = exclusive and converted is grad and backend.owns_memory(grad)
+            self.grad = Tensor._wrap(grad if keep else backend.copy(converted), self.device)
         else:
             self.grad = Tensor._wrap(self.backend.add(self.grad.data, grad), self.device)
 
@@ -320,7 +324,9 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
                 else _DEFAULT_FLOAT
             if like.dtype.kind in "b" and array.dtype.kind != "b":
                 dtype = array.dtype if array.dtype.kind == "f" else int64
-            return Tensor(array.astype(dtype), device=like.device)
+            # A scalar is made where it is used, filled by the device (the value travels as a
+            # kernel argument): no host-to-device copy for the 2 in ``x * 2``.
+            return Tensor._wrap(like.backend.full((), array.item(), dtype), like.device)
         return Tensor(array, device=like.device)
     return Tensor(value)
 

@@ -45,8 +45,8 @@ def result_dtype(*operands) -> np.dtype:
             kind = np.asarray(value).dtype.kind
             tier, dtype = 2, {"b": np.dtype(np.bool_), "f": np.dtype(np.float32)}.get(
                 kind, np.dtype(np.int64))
-        else:
-            tier, dtype = 0, as_tensor(value).dtype
+        else:  # host data (lists, arrays): the dtype md.tensor would give it
+            tier, dtype = 0, _host_dtype(value)
         tiers[tier] = dtype if tiers[tier] is None else _promote_pair(tiers[tier], dtype)
     result = None
     for dtype in tiers:
@@ -57,18 +57,34 @@ def result_dtype(*operands) -> np.dtype:
     return result
 
 
+def _host_dtype(value) -> np.dtype:
+    array = np.asarray(value)
+    if isinstance(value, (np.ndarray, np.generic)) or array.dtype.kind not in "iuf":
+        return array.dtype
+    return np.dtype(np.float32) if array.dtype.kind == "f" else np.dtype(np.int64)
+
+
+def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
+    """A number as a 0-d tensor on ``like``'s device, filled there: the value travels as a
+    kernel argument, with no host-to-device copy (the 2 in ``x * 2``)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return Tensor._wrap(like.backend.full((), value, dtype), like.device)
+
+
 def promote_operands(*operands, device=None) -> list:
     """``operands`` (tensors, numbers, arrays; None kept) as Tensors of their common PyTorch
     dtype (see :func:`result_dtype`) on the tensors' device."""
     dtype = result_dtype(*operands)
-    if device is None:
-        device = next(o.device for o in operands if isinstance(o, Tensor))
+    like = next(o for o in operands if isinstance(o, Tensor))
+    device = like.device if device is None else device
     out = []
     for value in operands:
         if value is None:
             out.append(None)
         elif isinstance(value, Tensor):
             out.append(value if value.dtype == dtype else value.to(dtype=dtype))
+        elif _is_scalar(value):
+            out.append(_scalar_tensor(value, dtype, like))
         else:
             out.append(Tensor(np.asarray(value), dtype=dtype, device=device))
     return out
@@ -86,10 +102,10 @@ def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
         pass
     elif a_tensor and type(b) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(b)] <= _category(
             a.dtype):
-        b = Tensor(np.array(b, a.dtype), device=a.device)
+        b = _scalar_tensor(b, a.dtype, a)
     elif b_tensor and type(a) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(a)] <= _category(
             b.dtype):
-        a = Tensor(np.array(a, b.dtype), device=b.device)
+        a = _scalar_tensor(a, b.dtype, b)
     else:
         a, b = promote_operands(a, b)
     if a.shape != b.shape:

@@ -10,7 +10,7 @@ from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
 from ._util import broadcast_shape, normalize_axis, require_float
-from .shape import getitem
+from .shape import where
 
 
 # -- softmax ---------------------------------------------------------------------------------------
@@ -85,10 +85,11 @@ class SoftmaxCrossEntropy(Function):
         total = be.sum(losses)
         if reduction == "sum":
             return total
-        # PyTorch's mean divides by the number of targets that are not ignored.
-        self.count = int(be.to_numpy(be.sum(be.not_equal(targets, ignore_index))))
-        return be.div(total, logits.dtype.type(self.count)) if self.count else \
-            be.full((), np.nan, logits.dtype)
+        # PyTorch's mean divides by the number of targets that are not ignored. The count stays
+        # on the device (reading it would wait for the device); with every target ignored the
+        # mean is nan, as PyTorch's (divided by nan rather than 0: the same nan, no warning).
+        self.count = be.sum(be.astype(be.not_equal(targets, ignore_index), logits.dtype))
+        return be.div(total, be.where(be.greater(self.count, 0), self.count, np.nan))
 
     def backward(self, grad):
         be = self.backend
@@ -96,8 +97,7 @@ class SoftmaxCrossEntropy(Function):
         if self.reduction == "none":
             per_sample = grad
         else:
-            scale = grad if self.reduction == "sum" else be.div(grad, grad.dtype.type(
-                max(self.count, 1)))
+            scale = grad if self.reduction == "sum" else be.div(grad, be.maximum(self.count, 1))
             per_sample = be.broadcast_to(scale, (n,))
         return be.softmax_cross_entropy_backward(per_sample, self.log_probs, self.targets,
                                                  self.ignore_index, self.smoothing)
@@ -161,15 +161,41 @@ def _weighted_smoothing_term(log_probs, targets, weight, ignore_index, reduction
     targets = targets if isinstance(targets, Tensor) else as_tensor(np.asarray(targets))
     rows, flat, out_shape = _classes_last("cross_entropy", log_probs, targets)
     weight = _class_weight("cross_entropy", weight, rows.shape[1], rows)
-    kept = flat.detach() != ignore_index
-    per_sample = _where(kept, -(rows * weight.reshape(1, -1)).sum(axis=1), 0.0)
+    picked, kept, row_weight = _picked_targets("cross_entropy", rows, flat, weight, ignore_index)
+    per_sample = where(kept, -(rows * weight.reshape(1, -1)).sum(axis=1), 0.0)
     if reduction == "none":
         return per_sample.reshape(out_shape)
     if reduction == "sum":
         return per_sample.sum()
-    safe = _where(kept, flat.detach(), 0)
-    denominator = float(_where(kept, getitem(weight.detach(), safe), 0.0).sum().item())
-    return per_sample.sum() * (1.0 / denominator if denominator else float("nan"))
+    return _weighted_mean(per_sample.sum(), row_weight)
+
+
+def _picked_targets(op: str, rows: Tensor, flat: Tensor, weight, ignore_index: int):
+    """For rows (M, C) and targets (M,): the one-hot mask of each row's target (all False on
+    ignored rows), the kept-rows mask, and each row's weight (weight[t], 1 without a weight, 0
+    when ignored). Built on the device; the backend rejects targets out of range."""
+    be = rows.backend
+    t = be.astype(flat.data, np.int64)
+    keep = be.not_equal(t, ignore_index)
+    try:
+        one_hot = be.one_hot(be.where(keep, t, 0), rows.shape[1], np.bool_)
+    except IndexError:
+        raise ValueError(f"{op}: targets must be in [0, {rows.shape[1]}) or "
+                         f"ignore_index={ignore_index}") from None
+    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), rows.device)
+    kept = Tensor._wrap(keep, rows.device)
+    row_weight = picked.to(dtype=rows.dtype).sum(axis=1) if weight is None else \
+        where(picked, weight.detach().reshape(1, -1), 0.0).sum(axis=1)
+    return picked, kept, row_weight
+
+
+def _weighted_mean(total: Tensor, row_weight: Tensor) -> Tensor:
+    """total / Σ row weights, computed on the device. With nothing counted (every target
+    ignored) the mean is 0/0 = nan, as in PyTorch, but its gradient is 0, not nan: no element
+    took part."""
+    denominator = row_weight.sum()
+    counted = denominator > 0
+    return where(counted, total / where(counted, denominator, 1.0), float("nan"))
 
 
 def _classes_last(op: str, scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, tuple]:
@@ -218,37 +244,21 @@ def nll_loss(log_probs: Tensor, targets, weight=None, *, ignore_index: int = -10
     targets = targets if isinstance(targets, Tensor) else as_tensor(np.asarray(targets))
     if targets.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: targets must be integer class indices, got {targets.dtype}")
+    if targets.device != log_probs.device:
+        raise ValueError(f"nll_loss: targets are on {targets.device}, log_probs on "
+                         f"{log_probs.device}")
     rows, flat, out_shape = _classes_last("nll_loss", log_probs, targets)
-    classes = rows.shape[1]
-    weight = _class_weight("nll_loss", weight, classes, rows)
-    kept = flat.detach() != ignore_index
-    if (((flat < 0) | (flat >= classes)) & kept).any().item():
-        raise ValueError(f"nll_loss: targets must be in [0, {classes}) or "
-                         f"ignore_index={ignore_index}")
-    from ..creation import arange
-    # The target column of each row, as a mask: where() picks log p[target] (and passes the
-    # gradient only there) without multiplying the other, possibly -inf, entries by 0.
-    picked = (flat.reshape(-1, 1) == arange(classes, device=rows.device)) & kept.reshape(-1, 1)
-    row_weight = picked.to(dtype=rows.dtype).sum(axis=1) if weight is None else \
-        _where(picked, weight.detach().reshape(1, -1), 0.0).sum(axis=1)
-    scale = row_weight if weight is None else _where(picked, weight.reshape(1, -1), 0.0).sum(1)
-    losses = -(_where(picked, rows, 0.0).sum(axis=1) * scale)
+    weight = _class_weight("nll_loss", weight, rows.shape[1], rows)
+    picked, _, row_weight = _picked_targets("nll_loss", rows, flat, weight, ignore_index)
+    # where() picks log p[target] (and passes the gradient only there) rather than a product
+    # with the one-hot rows, so the other, possibly -inf, entries are never multiplied by 0.
+    scale = row_weight if weight is None else where(picked, weight.reshape(1, -1), 0.0).sum(1)
+    losses = -(where(picked, rows, 0.0).sum(axis=1) * scale)
     if reduction == "none":
         return losses.reshape(out_shape)
-    total = losses.sum()
     if reduction == "sum":
-        return total
-    denominator = float(row_weight.sum().item())
-    if denominator == 0.0:
-        # Nothing counted (every target ignored): the mean is 0/0 = nan, as in PyTorch, but
-        # the gradient is 0, not nan: no element took part.
-        return total * 0.0 + float("nan")
-    return total * (1.0 / denominator)
-
-
-def _where(condition: Tensor, a, b) -> Tensor:
-    from .shape import where
-    return where(condition, a, b)
+        return losses.sum()
+    return _weighted_mean(losses.sum(), row_weight)
 
 
 def mse_loss(prediction: Tensor, target, reduction: str = "mean") -> Tensor:
@@ -332,9 +342,11 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
         return x
     if p == 1.0:
         return x * 0.0
-    keep = resolve(generator).bernoulli(1.0 - p, x.shape)
-    mask = Tensor((keep / (1.0 - p)).astype(x.dtype), device=x.device)
-    return x * mask
+    # The mask is drawn on x's device, and is 1/(1-p) where kept, 0 where dropped.
+    be = x.backend
+    keep = resolve(generator).bernoulli(1.0 - p, x.shape, device=x.device)
+    mask = be.where(keep, be.full((), 1.0 / (1.0 - p), x.dtype), be.zeros((), x.dtype))
+    return x * Tensor._wrap(mask, x.device)
 
 
 # -- normalisation ---------------------------------------------------------------------------------
@@ -440,14 +452,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {x.shape}")
-        mean = be.sum(x.data, axis=axes) / x.dtype.type(count)
+        mean = be.div(be.sum(x.data, axis=axes), x.dtype.type(count))
         centered = be.sub(x.data, be.reshape(mean, (1, -1) + (1,) * (x.ndim - 2)))
-        var = be.sum(be.mul(centered, centered), axis=axes) / x.dtype.type(count)
+        var = be.div(be.sum(be.mul(centered, centered), axis=axes), x.dtype.type(count))
+        # The running statistics are updated in place: state_dict() hands out their storage.
         if running_mean is not None:
-            running_mean.data[...] = (1 - momentum) * running_mean.data + momentum * mean
+            _move_towards(be, running_mean.data, mean, momentum)
         if running_var is not None:
-            unbiased = var * x.dtype.type(count / (count - 1))
-            running_var.data[...] = (1 - momentum) * running_var.data + momentum * unbiased
+            unbiased = be.mul(var, x.dtype.type(count / (count - 1)))
+            _move_towards(be, running_var.data, unbiased, momentum)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: evaluation needs running_mean and running_var")
@@ -456,25 +469,33 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     return BatchNorm.apply(*inputs, mean=mean, var=var, eps=eps, batch_stats=training)
 
 
+def _move_towards(be, running, batch, momentum: float) -> None:
+    """running = (1 - momentum)·running + momentum·batch, in place, in running's dtype."""
+    dtype = running.dtype.type
+    be.assign_(running, be.add(be.mul(running, dtype(1 - momentum)),
+                               be.mul(be.astype(batch, running.dtype), dtype(momentum))))
+
+
 # -- embedding -------------------------------------------------------------------------------------
 
 class EmbeddingLookup(Function):
-    """Rows of the table picked by integer indices; the gradient scatter-adds into those rows,
-    except into ``padding_idx``'s row, which (as in PyTorch) is looked up like any other but
-    never receives a gradient."""
+    """Rows of the table picked by integer indices (a gather on the device); the gradient of
+    each picked row is scatter-added back into the table's gradient, so a row picked twice
+    receives both gradients. ``padding_idx``'s row is looked up like any other but, as in
+    PyTorch, never receives a gradient."""
 
     def forward(self, weight, indices, padding_idx):
-        be = self.backend
-        self.indices, self.padding_idx, self.table_shape = indices, padding_idx, weight.shape
-        return be.getitem(weight, indices)
+        self.indices, self.shape, self.dtype = indices, weight.shape, weight.dtype
+        self.padding_idx = padding_idx
+        return self.backend.take(weight, indices)
 
     def backward(self, grad):
         be = self.backend
         if self.padding_idx is not None:
             padding = be.reshape(be.equal(self.indices, self.padding_idx),
                                  tuple(self.indices.shape) + (1,))
-            grad = be.where(padding, grad.dtype.type(0), grad)
-        return be.index_add(self.table_shape, self.indices, grad, grad.dtype), None
+            grad = be.where(padding, 0, grad)
+        return be.index_add(self.shape, (self.indices,), grad, self.dtype), None
 
 
 def embedding(indices, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -483,15 +504,14 @@ def embedding(indices, weight: Tensor, padding_idx: int | None = None) -> Tensor
     indices = indices if isinstance(indices, Tensor) else as_tensor(np.asarray(indices))
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
-    index = indices.numpy()
-    if index.size and (index.min() < 0 or index.max() >= weight.shape[0]):
-        bad = index[(index < 0) | (index >= weight.shape[0])][0]
-        raise IndexError(f"embedding: index {bad} is out of range for a table of "
-                         f"{weight.shape[0]} rows")
-    if padding_idx is None:
-        return getitem(weight, indices)
-    if not -weight.shape[0] <= padding_idx < weight.shape[0]:
-        raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for a table of "
-                         f"{weight.shape[0]} rows")
-    return EmbeddingLookup.apply(weight, indices.to(dtype=np.int64),
-                                 padding_idx=int(padding_idx) % weight.shape[0])
+    if indices.device != weight.device:
+        raise ValueError(f"embedding: indices are on {indices.device}, weight on {weight.device}")
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for a table "
+                             f"of {weight.shape[0]} rows")
+        padding_idx = int(padding_idx) % weight.shape[0]
+    try:  # the backend checks the range where the indices are
+        return EmbeddingLookup.apply(weight, indices, padding_idx=padding_idx)
+    except IndexError as error:
+        raise IndexError(f"embedding: {error} (a table of {weight.shape[0]} rows)") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...autograd.tensor import Tensor
 from ...ops.nn_ops import embedding
 from .. import init
 from ..module import Module
@@ -30,9 +31,11 @@ class Embedding(Module):
         self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype))
         init.normal_(self.weight, generator=generator)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.backend.setitem_(self.weight.data, (self.padding_idx,), 0)
 
     def forward(self, indices):
+        if not isinstance(indices, Tensor):
+            indices = Tensor(np.asarray(indices), device=self.weight.device)
         return embedding(indices, self.weight, self.padding_idx)
 
     def get_config(self):
