@@ -134,7 +134,14 @@ def _validate(model) -> None:
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        raise ValueError(f"import: invalid ONNX model: {str(error).strip()}") from None
+        message = str(error).strip()
+        first_line = message.splitlines()[0] if message else type(error).__name__
+        # The checker names the node in a trailing "Context" paragraph: put it first.
+        node = re.search(r"Name: (\S*) OpType: (\S+)", message)
+        if node:
+            raise ValueError(f"import: node {node.group(1)!r} ({node.group(2)}) is invalid: "
+                             f"{first_line}") from None
+        raise ValueError(f"import: invalid ONNX model: {message}") from None
     graph = model.graph
     defined = {t.name for t in graph.initializer} | {v.name for v in graph.input}
     for index, node in enumerate(graph.node):
@@ -170,8 +177,11 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
     """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded)."""
     from onnx import numpy_helper
 
-    model = _converted_to_supported_opset(model)
-    _validate(model)
+    _validate(model)  # at its own opset: the converter assumes a valid graph
+    converted = _converted_to_supported_opset(model)
+    if converted is not model:
+        _validate(converted)
+        model = converted
     graph = model.graph
     problems = _unsupported(graph)
     if problems:

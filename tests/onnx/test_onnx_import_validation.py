@@ -1,0 +1,133 @@
+"""Malformed or hostile graphs are refused at import with an error naming the node, before
+anything is allocated; graph inputs with an initializer keep their default."""
+
+import os
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import minidl as md
+from minidl.onnx import (UnsafeExternalDataError, UnsupportedOperatorError, export_onnx,
+                         import_model)
+
+F = TensorProto.FLOAT
+
+
+def write(tmp_path, nodes, inputs, outputs, initializers=(), opset=17, name="g.onnx"):
+    """Write the graph without checking it: these files are meant to be wrong."""
+    graph = helper.make_graph(nodes, "g", inputs, outputs,
+                              initializer=[numpy_helper.from_array(a, n)
+                                           for n, a in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = tmp_path / name
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def info(name, shape, dtype=F):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_a_node_without_a_required_attribute_is_refused_naming_it(tmp_path):
+    path = write(tmp_path, [helper.make_node("Concat", ["x", "x"], ["y"], name="join")],
+                 [info("x", [2, 3])], [info("y", [4, 3])])
+    with pytest.raises(ValueError, match=r"g\.onnx.*join.*axis"):
+        import_model(path)
+
+
+def test_a_node_without_a_required_input_is_refused_naming_it(tmp_path):
+    path = write(tmp_path, [helper.make_node("Gemm", ["x"], ["y"], name="affine")],
+                 [info("x", [2, 3])], [info("y", [2, 3])])
+    with pytest.raises(ValueError, match="affine"):
+        import_model(path)
+
+
+def test_a_value_defined_twice_is_refused(tmp_path):
+    path = write(tmp_path, [helper.make_node("Relu", ["x"], ["y"], name="first"),
+                            helper.make_node("Neg", ["x"], ["y"], name="second")],
+                 [info("x", [2])], [info("y", [2])])
+    with pytest.raises(ValueError, match=r"'y'|\by\b"):
+        import_model(path)
+
+
+def test_a_value_read_before_it_is_defined_is_refused(tmp_path):
+    path = write(tmp_path, [helper.make_node("Relu", ["nowhere"], ["y"], name="reader")],
+                 [info("x", [2])], [info("y", [2])])
+    with pytest.raises(ValueError, match="nowhere"):
+        import_model(path)
+
+
+def expand_graph(tmp_path, target):
+    return write(tmp_path, [helper.make_node("Expand", ["x", "shape"], ["y"], name="grow")],
+                 [info("x", [1])], [info("y", [f"d{i}" for i in range(len(target))])],
+                 [("shape", np.array(target, np.int64))])
+
+
+def test_an_absurd_constant_expand_is_refused_at_import(tmp_path):
+    path = expand_graph(tmp_path, [1 << 20, 1 << 20])  # 2^40 floats: 4 TiB
+    with pytest.raises(ValueError, match=r"Expand.*beyond the bound.*max_tensor_bytes"):
+        import_model(path)
+
+
+def test_the_bound_can_be_raised_and_lowered_by_the_user(tmp_path):
+    path = expand_graph(tmp_path, [64, 64])
+    with pytest.raises(ValueError, match="beyond the bound"):
+        import_model(path, max_tensor_bytes=1000)
+    module = import_model(path, max_tensor_bytes=64 * 64 * 4)
+    assert module(np.ones(1, np.float32)).shape == (64, 64)
+
+
+def test_an_absurd_size_computed_at_run_time_is_refused_before_allocation(tmp_path):
+    # The target comes from the input's values, so only the forward pass can see it.
+    path = write(tmp_path, [helper.make_node("Expand", ["x", "shape"], ["y"], name="grow")],
+                 [info("x", [1]), info("shape", [2], TensorProto.INT64)], [info("y", ["a", "b"])])
+    module = import_model(path)
+    with pytest.raises(ValueError, match=r"Expand.*beyond the bound"):
+        module(np.ones(1, np.float32), np.array([1 << 30, 1 << 30], np.int64))
+
+
+def test_an_initializer_that_is_also_an_input_is_an_input_with_a_default(tmp_path):
+    path = write(tmp_path, [helper.make_node("Mul", ["x", "scale"], ["y"])],
+                 [info("x", [3]), info("scale", [3])], [info("y", [3])],
+                 [("scale", np.array([1, 2, 3], np.float32))])
+    module = import_model(path)
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(module(x).numpy(), [1, 2, 3])
+    np.testing.assert_array_equal(module(x, np.full(3, 5, np.float32)).numpy(), [5, 5, 5])
+    with pytest.raises(TypeError, match="x"):
+        module()
+
+
+def test_an_opset_1_graph_is_converted(tmp_path):
+    path = write(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [info("x", [2])],
+                 [info("y", [2])], opset=1)
+    np.testing.assert_array_equal(import_model(path)(np.array([-1, 2], np.float32)).numpy(),
+                                  [0, 2])
+
+
+def test_what_the_converter_cannot_convert_is_refused_naming_the_opset(tmp_path, monkeypatch):
+    from onnx import version_converter
+
+    def cannot(model, target):
+        raise RuntimeError("adapter for Relu 5 -> 6 is missing")
+
+    monkeypatch.setattr(version_converter, "convert_version", cannot)
+    path = write(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [info("x", [2])],
+                 [info("y", [2])], opset=5)
+    with pytest.raises(UnsupportedOperatorError, match=r"opset 5 cannot be converted.*Relu 5"):
+        import_model(path)
+
+
+def test_external_data_through_a_hardlink_is_refused(tmp_path):
+    model = md.nn.Sequential(md.nn.Linear(6, 32), md.nn.ReLU(), md.nn.Linear(32, 3))
+    inside = tmp_path / "models"
+    inside.mkdir()
+    export_onnx(model, inside / "m.onnx", md.tensor(np.zeros((1, 6), np.float32)),
+                external_data_threshold=256)
+    assert import_model(inside / "m.onnx") is not None
+    # A second name for the same bytes outside the folder: a hardlink escapes it silently.
+    os.link(inside / "m.onnx.data", tmp_path / "secret")
+    with pytest.raises(UnsafeExternalDataError, match="hard links"):
+        import_model(inside / "m.onnx")
