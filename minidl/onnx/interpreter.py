@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 
-from ..autograd.tensor import Tensor
 from ..ops import elementwise as ew, linalg, reduction, shape
 from .dtypes import numpy_dtype
 from .registry import (ONNX_OPS, RunContext, axes_of, check_size, host_result, onnx_op,

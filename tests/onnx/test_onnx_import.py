@@ -14,26 +14,13 @@ import minidl as md
 from minidl import nn, optim
 from minidl.onnx import OnnxGraphModule, UnsupportedOperatorError, export_onnx, import_model
 
-from onnx_checks import ATOL, RTOL, run_onnxruntime, validate
+from onnx_checks import ATOL, RTOL, info, run_onnxruntime, save_graph
 
 rng = np.random.default_rng(2)
-F = TensorProto.FLOAT
 
 
 def weight(*shape, scale=0.5):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def save_graph(tmp_path, nodes, inputs, outputs, initializers=(), opset=17, name="g.onnx"):
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              initializer=[numpy_helper.from_array(a, n)
-                                           for n, a in initializers])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    path = tmp_path / name
-    path.write_bytes(model.SerializeToString())
-    validate(path)
-    return path
 
 
 def agree(path, *inputs):
@@ -46,10 +33,6 @@ def agree(path, *inputs):
         assert a.shape == e.shape
         np.testing.assert_allclose(a.numpy(), e, rtol=RTOL, atol=ATOL)
     return module
-
-
-def info(name, shape, dtype=F):
-    return helper.make_tensor_value_info(name, dtype, shape)
 
 
 def test_gemm_as_pytorch_writes_linear(tmp_path):

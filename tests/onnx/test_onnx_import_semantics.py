@@ -3,33 +3,16 @@ training mode. Each graph is built with onnx.helper and checked against onnxrunt
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import minidl as md
 from minidl import nn, optim
 from minidl.onnx import import_model
 from minidl.ops.conv import conv2d
 
-from onnx_checks import run_onnxruntime, validate
+from onnx_checks import info, run_onnxruntime, save_graph as save
 
 rng = np.random.default_rng(5)
-F = TensorProto.FLOAT
-
-
-def save(tmp_path, nodes, inputs, outputs, initializers=(), opset=17, name="g.onnx"):
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              initializer=[numpy_helper.from_array(a, n)
-                                           for n, a in initializers])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    path = tmp_path / name
-    path.write_bytes(model.SerializeToString())
-    validate(path)
-    return path
-
-
-def info(name, shape, dtype=F):
-    return helper.make_tensor_value_info(name, dtype, shape)
 
 
 def same_as_onnxruntime(path, *inputs, exact=False, atol=1e-6):

@@ -5,29 +5,19 @@ import os
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import minidl as md
 from minidl.onnx import (UnsafeExternalDataError, UnsupportedOperatorError, export_onnx,
                          import_model)
 
-F = TensorProto.FLOAT
+from onnx_checks import info, save_graph
 
 
-def write(tmp_path, nodes, inputs, outputs, initializers=(), opset=17, name="g.onnx"):
-    """Write the graph without checking it: these files are meant to be wrong."""
-    graph = helper.make_graph(nodes, "g", inputs, outputs,
-                              initializer=[numpy_helper.from_array(a, n)
-                                           for n, a in initializers])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    path = tmp_path / name
-    path.write_bytes(model.SerializeToString())
-    return path
 
-
-def info(name, shape, dtype=F):
-    return helper.make_tensor_value_info(name, dtype, shape)
+def write(tmp_path, *parts, **options):
+    """Write a graph without validating it: these files are meant to be wrong."""
+    return save_graph(tmp_path, *parts, check=False, **options)
 
 
 def test_a_node_without_a_required_attribute_is_refused_naming_it(tmp_path):
