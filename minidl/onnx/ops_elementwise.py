@@ -16,10 +16,16 @@ from .erf import erf
 from .registry import ONNX_OPS, host_result, onnx_op
 from .trigonometry import TRIGONOMETRY
 
-for _op_type, _function in (("Exp", ew.exp), ("Log", ew.log), ("Sqrt", ew.sqrt),
-                            ("Tanh", ew.tanh), ("Sigmoid", ew.sigmoid), ("Erf", erf),
-                            *TRIGONOMETRY.items()):
+for _op_type, _function in (("Exp", ew.exp), ("Sqrt", ew.sqrt), ("Tanh", ew.tanh),
+                            ("Sigmoid", ew.sigmoid), ("Erf", erf), *TRIGONOMETRY.items()):
     onnx_op(_op_type)(lambda inputs, attributes, context, _f=_function: _f(inputs[0]))
+
+
+@onnx_op("Log")
+def _log(inputs, attributes, context):
+    # log 0 = -inf is part of the definition (T5's position buckets rely on it): no warning.
+    with np.errstate(divide="ignore"):
+        return ew.log(inputs[0])
 
 
 def _integer_safe(op_type, float_function, host_function):
