@@ -30,7 +30,8 @@ from .errors import UnsupportedOperatorError
 from .interpreter import ONNX_OPS, run_node
 from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext
 
-_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+           "uint32", "uint64", "bool"}
 
 
 def _require(condition: bool, message: str) -> None:

@@ -26,6 +26,8 @@ def _constant_of_shape(inputs, attributes, context):
     value = attributes.get("value")
     dtype, fill = (np.dtype(value["dtype"]), value["values"][0]) if value else \
         (np.dtype(np.float32), 0.0)
+    if dtype.kind not in "biuf":  # a saved graph is data: only numeric element types
+        raise TypeError(f"ConstantOfShape: value of type {dtype}")
     dims = check_size(values_of(inputs[0]), dtype, context, "ConstantOfShape")
     return host_result(np.full(dims, fill, dtype), inputs[0])
 

@@ -121,3 +121,24 @@ def test_external_data_through_a_hardlink_is_refused(tmp_path):
     os.link(inside / "m.onnx.data", tmp_path / "secret")
     with pytest.raises(UnsafeExternalDataError, match="hard links"):
         import_model(inside / "m.onnx")
+
+
+def test_an_imported_graph_with_new_kinds_of_nodes_saves_and_loads(tmp_path):
+    path = save_graph(tmp_path, [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("ConstantOfShape", ["s"], ["fill"],
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("Add", ["x", "fill"], ["shifted"]),
+        helper.make_node("TopK", ["shifted", "k"], ["top", "where"], axis=1),
+        helper.make_node("Mul", ["top", "scale"], ["y"])],
+        [info("x", ["N", 4]), info("scale", [2])],
+        [info("y", ["N", 2]), info("where", ["N", 2], TensorProto.INT64)],
+        [("k", np.array([2], np.int64)), ("scale", np.array([1, -1], np.float32))])
+    module = import_model(path)
+    md.save_model(module, tmp_path / "m.mdl")
+    again = md.load_model(tmp_path / "m.mdl")
+    x = np.array([[1, 4, 2, 3], [0, -1, 5, 2]], np.float32)
+    for a, e in zip(again(x), module(x)):
+        np.testing.assert_array_equal(a.numpy(), e.numpy())
+    np.testing.assert_array_equal(again(x)[0].numpy(), [[4.5, -3.5], [5.5, -2.5]])
+    np.testing.assert_array_equal(again(x)[1].numpy(), [[1, 3], [2, 3]])
