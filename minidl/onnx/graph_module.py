@@ -95,25 +95,32 @@ class OnnxGraphModule(Module):
         self.input_names, self.output_names = list(inputs), list(outputs)
         self.nodes, self.tensor_entries = nodes, tensors
 
-    def forward(self, *args):
+    def forward(self, *args, **named):
+        """Run the graph on ``args`` (in ``input_names`` order) and/or inputs given by name.
+
+        Inputs with a stored default (an initializer that is also a graph input) may be left
+        out. Returns the output Tensor, or a tuple for several outputs.
+        """
         stored = {}
         for entry in self.tensor_entries:
             table = self._parameters if entry["kind"] == "parameter" else self._buffers
             stored[entry["name"]] = table[entry["attribute"]]
-        required = [n for n in self.input_names if n not in stored]
-        if not len(required) <= len(args) <= len(self.input_names):
-            raise TypeError(f"OnnxGraphModule: expected {len(required)} to "
-                            f"{len(self.input_names)} inputs ({', '.join(self.input_names)}), "
-                            f"got {len(args)}")
-        values = dict(stored)
-        # Positional arguments fill the inputs in order; inputs with a stored default may be
-        # left out at the end.
-        for name, value in zip(self.input_names, args):
-            values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
-        missing = [n for n in self.input_names[len(args):] if n not in stored]
+        if len(args) > len(self.input_names):
+            raise TypeError(f"OnnxGraphModule: expected at most {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(args)}")
+        given = dict(zip(self.input_names, args))
+        for name, value in named.items():
+            if name not in self.input_names or name in given:
+                raise TypeError(f"OnnxGraphModule: unexpected or repeated input {name!r} "
+                                f"(inputs: {', '.join(self.input_names)})")
+            given[name] = value
+        missing = [n for n in self.input_names if n not in given and n not in stored]
         if missing:
             raise TypeError(f"OnnxGraphModule: inputs {missing} have no default and were not "
-                            f"given")
+                            f"given (inputs: {', '.join(self.input_names)})")
+        values = dict(stored)
+        for name, value in given.items():
+            values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
         for node in self.nodes:
             inputs = [values[n] if n else None for n in node["inputs"]]
             # Trailing optional inputs left empty are simply absent, as the spec allows.

@@ -218,8 +218,10 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
                         "dtype": array.dtype.name, "shape": [int(n) for n in array.shape]})
         state[attribute_of[name]] = array
     # An initializer that is also a graph input is an input with a default value: callers may
-    # pass it or leave it out (the ONNX meaning), so it stays in the input list.
-    inputs = [value.name for value in graph.input]
+    # pass it or leave it out (the ONNX meaning), so it stays in the input list, after the
+    # inputs that have none (old exporters list every weight as an input, data first or not).
+    inputs = [value.name for value in graph.input if value.name not in stored] + \
+        [value.name for value in graph.input if value.name in stored]
     outputs = [value.name for value in graph.output]
     module = OnnxGraphModule(inputs, outputs, nodes, tensors)
     module.load_state_dict(state, strict=True)

@@ -187,7 +187,6 @@ _host_unary("IsNaN", lambda a, attributes: np.isnan(a), np.bool_)
 _host_unary("IsInf", lambda a, attributes: np.isinf(a) & (
     ((a > 0) & bool(attributes.get("detect_positive", 1))) |
     ((a < 0) & bool(attributes.get("detect_negative", 1)))), np.bool_)
-_host_unary("Not", lambda a, attributes: np.logical_not(a), np.bool_)
 _host_unary("BitwiseNot", lambda a, attributes: np.invert(a))
 
 
@@ -203,7 +202,7 @@ def _comparison(op_type):
 
     def compute(inputs, attributes, context):
         a, b = inputs
-        if a.dtype.kind == "f" and b.dtype == a.dtype:
+        if b.dtype == a.dtype and a.dtype.kind in "fiu":
             return recorded(a, b)  # recorded, so an exporter sees the mask being computed
         return host_result(host(a.numpy(), b.numpy()), a)
     return compute
@@ -212,11 +211,19 @@ def _comparison(op_type):
 for _op_type in _COMPARISONS:
     ONNX_OPS[_op_type] = _comparison(_op_type)
 
-for _op_type, _function in (("And", np.logical_and), ("Or", np.logical_or),
-                            ("Xor", np.logical_xor), ("BitwiseAnd", np.bitwise_and),
-                            ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor)):
+# Logic on bool tensors stays recorded too (a mask an exporter can follow); Xor is "differ".
+for _op_type, _function in (("And", ew.logical_and), ("Or", ew.logical_or), ("Xor", ew.ne)):
+    onnx_op(_op_type)(lambda inputs, attributes, context, _f=_function: _f(inputs[0], inputs[1]))
+
+for _op_type, _function in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
+                            ("BitwiseXor", np.bitwise_xor)):
     onnx_op(_op_type)(lambda inputs, attributes, context, _f=_function:
                       host_result(_f(inputs[0].numpy(), inputs[1].numpy()), inputs[0]))
+
+
+@onnx_op("Not")
+def _not(inputs, attributes, context):
+    return ew.logical_not(inputs[0])
 
 
 @onnx_op("BitShift")

@@ -142,3 +142,19 @@ def test_an_imported_graph_with_new_kinds_of_nodes_saves_and_loads(tmp_path):
         np.testing.assert_array_equal(a.numpy(), e.numpy())
     np.testing.assert_array_equal(again(x)[0].numpy(), [[4.5, -3.5], [5.5, -2.5]])
     np.testing.assert_array_equal(again(x)[1].numpy(), [[1, 3], [2, 3]])
+
+
+def test_weights_listed_as_inputs_come_after_the_data_and_can_be_named(tmp_path):
+    # Old exporters list every weight as a graph input, sometimes before the data.
+    path = save_graph(tmp_path, [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)],
+                      [info("w", [2, 3]), info("b", [2]), info("x", ["N", 3])],
+                      [info("y", ["N", 2])],
+                      [("w", np.ones((2, 3), np.float32)), ("b", np.zeros(2, np.float32))])
+    module = import_model(path)
+    assert module.input_names == ["x", "w", "b"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(module(x).numpy(), [[3, 3], [12, 12]])
+    np.testing.assert_array_equal(module(x=x, b=np.ones(2, np.float32)).numpy(),
+                                  [[4, 4], [13, 13]])
+    with pytest.raises(TypeError, match="unexpected"):
+        module(x, z=x)
