@@ -201,7 +201,9 @@ def export_onnx(model, path, example_input, opset: int | None = None,
 
     ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
     the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
-    every input and output is the symbolic dimension "batch", so the file runs at any batch size.
+    every input and output is the symbolic dimension "batch", so the file runs at any batch size;
+    the model is traced a second time at another batch size, and a graph that would bake the
+    example's batch size into the file is refused with a ValueError naming the op.
     Weights of at least ``external_data_threshold`` bytes go to a side file ``<name>.data``
     beside the model (by default only when the weights would not fit in one 2 GB protobuf).
     Raises :class:`UnsupportedOperatorError` naming every op that has no ONNX mapping.

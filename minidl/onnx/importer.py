@@ -1,11 +1,14 @@
 """``import_model``: read an ONNX file into an :class:`OnnxGraphModule`.
 
 The file is parsed, its external-data references are checked and read (see
-:mod:`.external_data`), and the graph is turned into plain data: nodes with their attributes as
-Python values, ``Constant`` nodes folded into stored tensors, initializers into parameters
-(float arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant``
-values, scalars, a Reshape's target shape, batch norm's running statistics). Every op type is
-checked before anything is built, and all the unsupported ones are reported together.
+:mod:`.external_data`), and the model is validated: the full ONNX checker with shape inference
+(so every node has the inputs and attributes its schema requires and every value one
+definition), a conversion to opset 13 by ``onnx.version_converter`` for older files, then the
+checker again. The graph is then turned into plain data: nodes with their attributes as Python
+values, ``Constant`` nodes folded into stored tensors, initializers into parameters (float
+arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant`` values,
+scalars, a Reshape's target shape, batch norm's running statistics). Every op type is checked
+before anything is built, and all the unsupported ones are reported together.
 """
 
 from __future__ import annotations
