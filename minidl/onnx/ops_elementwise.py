@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ops import elementwise as ew, nn_ops, shape
 from .erf import erf
-from .registry import ONNX_OPS, host_result, onnx_op
+from .registry import ONNX_OPS, computed_in_float32, host_result, onnx_op
 from .trigonometry import TRIGONOMETRY
 
 for _op_type, _function in (("Exp", ew.exp), ("Sqrt", ew.sqrt), ("Tanh", ew.tanh),
@@ -152,11 +152,13 @@ def _swish(inputs, attributes, context):
 
 
 @onnx_op("Softmax")
+@computed_in_float32
 def _softmax(inputs, attributes, context):
     return nn_ops.softmax(inputs[0], attributes.get("axis", -1))
 
 
 @onnx_op("LogSoftmax")
+@computed_in_float32
 def _log_softmax(inputs, attributes, context):
     return nn_ops.log_softmax(inputs[0], attributes.get("axis", -1))
 

@@ -99,3 +99,25 @@ def check_size(shape, dtype, context: RunContext, what: str) -> tuple:
 def constant_like(value, shape, like: Tensor) -> Tensor:
     """A tensor of ``shape`` filled with ``value``, in ``like``'s dtype and device."""
     return Tensor(np.full(shape, value, like.dtype), device=like.device)
+
+
+def computed_in_float32(compute):
+    """Run ``compute`` on float16 inputs widened to float32 and round its results back.
+
+    The CPU kernels of a few ops (softmax, its logarithm) exist for float32 and float64 only;
+    half precision graphs run them in single precision, which is what ONNX's
+    ``softmax_precision`` asks for in attention anyway.
+    """
+    from ..ops import shape
+
+    def widened(inputs, attributes, context):
+        if not any(t is not None and t.dtype == np.float16 for t in inputs):
+            return compute(inputs, attributes, context)
+        wider = [t if t is None or t.dtype != np.float16 else shape.cast(t, np.float32)
+                 for t in inputs]
+        results = compute(wider, attributes, context)
+        narrow = [shape.cast(r, np.float16) if r.dtype == np.float32 else r
+                  for r in (results if isinstance(results, tuple) else (results,))]
+        return tuple(narrow) if isinstance(results, tuple) else narrow[0]
+    widened.__name__, widened.__doc__ = compute.__name__, compute.__doc__
+    return widened

@@ -55,6 +55,16 @@ CASES = {
     "hard_swish": ("HardSwish", {}, [data(3, 4) * 4]),
     "sin": ("Sin", {}, [data(3, 4)]),
     "mod": ("Mod", {"fmod": 0}, [data(3, 4) * 5, const(np.full((3, 4), 1.7), np.float64)]),
+    "attention_causal_gqa_with_cache": (
+        "Attention", {"is_causal": 1}, [data(2, 4, 3, 4), data(2, 2, 3, 4), data(2, 2, 3, 5),
+                                        None, data(2, 2, 2, 4), data(2, 2, 2, 5)]),
+    "attention_3d_float_mask_softcap": (
+        "Attention", {"q_num_heads": 2, "kv_num_heads": 2, "softcap": 2.0},
+        [data(1, 3, 4), data(1, 5, 4), data(1, 5, 6), data(3, 5)]),
+    "rms_normalization": ("RMSNormalization", {"axis": -2}, [data(2, 3, 4), data(3, 4)]),
+    "rotary_embedding": ("RotaryEmbedding", {"num_heads": 2, "rotary_embedding_dim": 2},
+                         [data(2, 3, 8), data(5, 1), data(5, 1),
+                          const([[0, 1, 4], [2, 2, 3]])]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }
