@@ -14,7 +14,10 @@ are what matter, not the size:
   nearest Upsample), which the importer converts;
 * ``transformer_encoder``: ``nn.TransformerEncoderLayer`` from the TorchScript exporter and,
   as ``transformer_encoder_dynamo``, from the dynamo exporter;
-* ``bert``, ``gpt2``, ``vit``, ``t5_encoder`` from ``transformers`` with tiny configurations.
+* ``bert``, ``gpt2``, ``vit``, ``t5_encoder`` from ``transformers`` with tiny configurations,
+  and ``llama_dynamo23``: LLaMA from the dynamo exporter at opset 23 (Attention,
+  RMSNormalization nodes). ``hugging_face_zoo()`` lists 29 architectures; the slow test tier
+  (``test_onnx_model_zoo.py``) exports and checks them all.
 
     python tests/onnx/make_corpus.py
 """
@@ -133,7 +136,22 @@ def export(model, example, name, opset=17, dynamo=False, names=("x",)):
         else:
             torch.onnx.export(model, example, path, dynamo=False, input_names=list(names),
                               output_names=["y"], opset_version=opset, dynamic_axes=axes)
+    _strip_annotations(path)
     print(f"{name}: {os.path.getsize(path)} bytes")
+
+
+def _strip_annotations(path):
+    """Drop what the exporters annotate each node with (source stack traces, names of the
+    PyTorch modules): it is most of a small model's file, and importing never reads it."""
+    import onnx
+
+    model = onnx.load(path)
+    for node in model.graph.node:
+        node.doc_string = ""
+        del node.metadata_props[:]
+    for value in list(model.graph.value_info):
+        del value.metadata_props[:]
+    onnx.save(model, path)
 
 
 def randomize_batch_norm(model):
@@ -144,34 +162,127 @@ def randomize_batch_norm(model):
     return model
 
 
-def hugging_face_models():
+def _tokens():
+    return torch.randint(1, 50, (2, 7))
+
+
+def _images(size=32):
+    return torch.randn(2, 3, size, size)
+
+
+_SMALL = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+_VOCAB = dict(vocab_size=50)
+
+
+def hugging_face_zoo():
+    """name -> () -> (model, its input's keyword, example): tiny Hugging Face architectures."""
     import transformers as hf
 
-    tokens = torch.randint(0, 50, (2, 7))
-    small = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                 intermediate_size=32)
-    bert = hf.BertModel(hf.BertConfig(vocab_size=50, max_position_embeddings=16, **small))
-    yield "bert", _LastHidden(bert), (tokens,), ("input_ids",)
-    gpt2 = hf.GPT2Model(hf.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1,
-                                      n_head=2, bos_token_id=0, eos_token_id=0))
-    yield "gpt2", _LastHidden(gpt2), (tokens,), ("input_ids",)
-    vit = hf.ViTModel(hf.ViTConfig(image_size=16, patch_size=4, num_channels=3, **small))
-    yield "vit", _LastHidden(vit, "pixel_values"), (torch.randn(2, 3, 16, 16),), \
-        ("pixel_values",)
-    t5 = hf.T5EncoderModel(hf.T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=32,
-                                       num_layers=1, num_heads=2))
-    yield "t5_encoder", _LastHidden(t5), (tokens,), ("input_ids",)
+    s, v = _SMALL, _VOCAB
+    text = {
+        "bert": lambda: hf.BertModel(hf.BertConfig(max_position_embeddings=16, **s, **v)),
+        "gpt2": lambda: hf.GPT2Model(hf.GPT2Config(n_positions=16, n_embd=16, n_layer=1,
+                                                   n_head=2, bos_token_id=0, eos_token_id=0,
+                                                   **v)),
+        "t5_encoder": lambda: hf.T5EncoderModel(hf.T5Config(d_model=16, d_kv=8, d_ff=32,
+                                                            num_layers=1, num_heads=2, **v)),
+        "distilbert": lambda: hf.DistilBertModel(hf.DistilBertConfig(
+            dim=16, n_layers=1, n_heads=2, hidden_dim=32, max_position_embeddings=16, **v)),
+        "roberta": lambda: hf.RobertaModel(hf.RobertaConfig(max_position_embeddings=20,
+                                                            pad_token_id=0, **s, **v)),
+        "xlm_roberta": lambda: hf.XLMRobertaModel(hf.XLMRobertaConfig(
+            max_position_embeddings=20, pad_token_id=0, **s, **v)),
+        "albert": lambda: hf.AlbertModel(hf.AlbertConfig(embedding_size=8,
+                                                         max_position_embeddings=16, **s, **v)),
+        "electra": lambda: hf.ElectraModel(hf.ElectraConfig(embedding_size=8,
+                                                            max_position_embeddings=16, **s, **v)),
+        "mpnet": lambda: hf.MPNetModel(hf.MPNetConfig(max_position_embeddings=20, **s, **v)),
+        "deberta_v2": lambda: hf.DebertaV2Model(hf.DebertaV2Config(max_position_embeddings=16,
+                                                                   **s, **v)),
+        "llama": lambda: hf.LlamaModel(hf.LlamaConfig(num_key_value_heads=2,
+                                                      max_position_embeddings=16, **s, **v)),
+        "mistral": lambda: hf.MistralModel(hf.MistralConfig(num_key_value_heads=2,
+                                                            max_position_embeddings=16, **s, **v)),
+        "qwen2": lambda: hf.Qwen2Model(hf.Qwen2Config(num_key_value_heads=2,
+                                                      max_position_embeddings=16, **s, **v)),
+        "gpt_neox": lambda: hf.GPTNeoXModel(hf.GPTNeoXConfig(max_position_embeddings=16, **s,
+                                                             **v)),
+        "phi": lambda: hf.PhiModel(hf.PhiConfig(max_position_embeddings=16, **s, **v)),
+        "opt": lambda: hf.OPTModel(hf.OPTConfig(hidden_size=16, num_hidden_layers=1,
+                                                num_attention_heads=2, ffn_dim=32,
+                                                word_embed_proj_dim=16,
+                                                max_position_embeddings=16, **v)),
+        "bloom": lambda: hf.BloomModel(hf.BloomConfig(hidden_size=16, n_layer=1, n_head=2, **v)),
+        "bart": lambda: hf.BartModel(hf.BartConfig(
+            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+            max_position_embeddings=16, **v)),
+        "clip_text": lambda: hf.CLIPTextModel(hf.CLIPTextConfig(max_position_embeddings=16, **s,
+                                                                **v)),
+    }
+    zoo = {name: (lambda build=build: (build(), "input_ids", _tokens()))
+           for name, build in text.items()}
+    zoo.update({
+        "vit": lambda: (hf.ViTModel(hf.ViTConfig(image_size=16, patch_size=4, num_channels=3,
+                                                 **s)), "pixel_values", _images(16)),
+        "deit": lambda: (hf.DeiTModel(hf.DeiTConfig(image_size=16, patch_size=4, **s)),
+                         "pixel_values", _images(16)),
+        "beit": lambda: (hf.BeitModel(hf.BeitConfig(image_size=16, patch_size=4, **s)),
+                         "pixel_values", _images(16)),
+        "convnext": lambda: (hf.ConvNextModel(hf.ConvNextConfig(
+            hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, image_size=32)),
+            "pixel_values", _images()),
+        "resnet_hf": lambda: (hf.ResNetModel(hf.ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1])), "pixel_values", _images()),
+        "swin": lambda: (hf.SwinModel(hf.SwinConfig(
+            image_size=32, patch_size=4, embed_dim=8, depths=[1, 1], num_heads=[1, 2],
+            window_size=4)), "pixel_values", _images()),
+        "segformer": lambda: (hf.SegformerForSemanticSegmentation(hf.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+            num_attention_heads=[1, 2], decoder_hidden_size=16, num_labels=3,
+            patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])), "pixel_values", _images()),
+        "mobilevit": lambda: (hf.MobileViTModel(hf.MobileViTConfig(
+            image_size=32, hidden_sizes=[16, 16, 16], neck_hidden_sizes=[8, 8, 8, 8, 8, 8, 16],
+            num_attention_heads=2)), "pixel_values", _images()),
+        "whisper_encoder": lambda: (hf.WhisperModel(hf.WhisperConfig(
+            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=8,
+            max_source_positions=8, pad_token_id=0, bos_token_id=0, eos_token_id=0,
+            decoder_start_token_id=0, **v)).encoder, "input_features", torch.randn(2, 8, 16)),
+        "wav2vec2": lambda: (hf.Wav2Vec2Model(hf.Wav2Vec2Config(
+            conv_dim=[8, 8], conv_stride=[5, 2], conv_kernel=[10, 3],
+            num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, **s)),
+            "input_values", torch.randn(2, 400)),
+    })
+    return zoo
+
+
+def hugging_face_models():
+    """The Hugging Face models shipped in the corpus (the whole zoo runs in the slow tier)."""
+    zoo = hugging_face_zoo()
+    for name in ("bert", "gpt2", "vit", "t5_encoder"):
+        model, argument, example = zoo[name]()
+        yield name, _LastHidden(model, argument), (example,), (argument,)
 
 
 class _LastHidden(nn.Module):
-    """A Hugging Face model called with one tensor, returning its last hidden state."""
+    """A Hugging Face model called with one tensor, returning its main output (the last
+    hidden state, or the logits of a head)."""
 
     def __init__(self, model, argument="input_ids"):
         super().__init__()
-        self.model, self.argument = model, argument
+        self.model, self.argument = model.eval(), argument
+        # Initialisations leave some tensors exactly 0 (DeiT's class tokens and position
+        # embeddings): a LayerNorm of a constant row with eps 1e-12 is then infinitely steep.
+        # Trained weights are never like that; a little noise makes the models realistic.
+        with torch.no_grad():
+            for parameter in self.model.parameters():
+                parameter.add_(torch.randn_like(parameter) * 0.02)
 
     def forward(self, x):
-        return self.model(**{self.argument: x}).last_hidden_state
+        out = self.model(**{self.argument: x})
+        hidden = getattr(out, "last_hidden_state", None)
+        return hidden if hidden is not None else out[0]
 
 
 def main() -> int:
@@ -199,6 +310,11 @@ def main() -> int:
             export(model, example, name, names=names)
         except Exception as error:  # noqa: BLE001
             print(f"{name}: export failed: {error}")
+    if models:
+        # Opset 23: the dynamo exporter writes whole Attention and RMSNormalization nodes.
+        model, argument, example = hugging_face_zoo()["llama"]()
+        export(_LastHidden(model, argument), (example,), "llama_dynamo23", opset=23,
+               dynamo=True, names=(argument,))
     return 0
 
 
