@@ -36,7 +36,8 @@ _NON_TRAINABLE_INPUTS = {
     ("Clip", 2), ("Pow", 1), ("Gather", 1), ("Resize", 1), ("Resize", 2), ("Resize", 3),
     ("Pad", 1), ("Pad", 2), ("Pad", 3), ("Range", 0), ("Range", 1), ("Range", 2),
     ("Dropout", 1), ("Dropout", 2), ("Split", 1), ("Tile", 1), ("TopK", 1), ("CumSum", 1),
-    ("Trilu", 1), ("ConstantOfShape", 0), ("Mod", 1),
+    ("Trilu", 1), ("ConstantOfShape", 0), ("Mod", 1), ("NegativeLogLikelihoodLoss", 2),
+    ("SoftmaxCrossEntropyLoss", 2),
 }
 
 # Inputs whose value is a target shape: when the file gives them as constants, an absurd size

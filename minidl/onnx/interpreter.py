@@ -9,8 +9,8 @@ imports the modules that register the rest:
 * :mod:`.ops_elementwise`: activations, rounding, trigonometry, logic, tests like IsNaN;
 * :mod:`.ops_shape`: creating, indexing and rearranging tensors (Split, Pad, Tile, TopK, …);
 * :mod:`.ops_nn`: convolution, pooling, normalisation and dropout in 1-D, 2-D and 3-D;
-* :mod:`.resize`, :mod:`.einsum` and :mod:`.attention` (Attention, RMSNormalization,
-  RotaryEmbedding).
+* :mod:`.resize`, :mod:`.einsum`, :mod:`.attention` (Attention, RMSNormalization,
+  RotaryEmbedding) and :mod:`.losses` (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss).
 
 Inputs that only describe shapes (Reshape's target, Slice's bounds, reduction axes) are read as
 concrete values, so shapes may depend on the input (``Shape`` → ``Gather`` → ``Reshape`` chains,
@@ -459,4 +459,5 @@ def run_node(op_type: str, inputs, attributes, context: RunContext | None = None
 
 
 # The other operator families register themselves in the same table when imported.
-from . import attention, einsum, ops_elementwise, ops_nn, ops_shape, resize  # noqa: E402,F401
+from . import (attention, einsum, losses, ops_elementwise, ops_nn,  # noqa: E402,F401
+               ops_shape, resize)

@@ -277,6 +277,27 @@ def _average_pool(inputs, attributes, context):
     return ew.div(total, host_result(np.maximum(counts, 1).astype(x.dtype), x))
 
 
+@onnx_op("LpPool")
+def _lp_pool(inputs, attributes, context):
+    """(Σ |x|ᵖ)^(1/p) over each window (pads count as zeros)."""
+    x = inputs[0]
+    p = attributes.get("p", 2)
+    kernel, strides, dilations, begins, ends, ceil_mode, out_sizes = _pool_attributes(x, attributes)
+    powered = ew.pow(ew.abs(x), float(p))
+    padded, _ = _padded_for_pooling(powered, begins, ends, out_sizes, kernel, strides, dilations,
+                                    0.0)
+    windows = [padded[index] for _, index in _windows(x, kernel, strides, dilations, out_sizes)]
+    return ew.pow(reduction.sum(shape.stack(windows), axis=0), 1.0 / p)
+
+
+@onnx_op("GlobalLpPool")
+def _global_lp_pool(inputs, attributes, context):
+    x, p = inputs[0], attributes.get("p", 2)
+    total = reduction.sum(ew.pow(ew.abs(x), float(p)), axis=tuple(range(2, x.ndim)),
+                          keepdims=True)
+    return ew.pow(total, 1.0 / p)
+
+
 @onnx_op("GlobalAveragePool")
 def _global_average_pool(inputs, attributes, context):
     x = inputs[0]
@@ -351,6 +372,45 @@ def _layer_norm(inputs, attributes, context):
     if bias is not None:
         y = ew.add(y, bias)
     return (y, mean, inverse_std)[:context.outputs]
+
+
+@onnx_op("GroupNormalization")
+def _group_norm(inputs, attributes, context):
+    """Normalise each of ``num_groups`` groups of channels over its channels and positions;
+    scale and bias per channel (opset 21) or per group (opset 18)."""
+    x, scale, bias = inputs
+    groups = attributes["num_groups"]
+    n, channels = x.shape[:2]
+    grouped = shape.reshape(x, (n, groups, -1))
+    normalized, *_ = _normalize(grouped, (2,), attributes.get("epsilon", 1e-5))
+    if scale.shape[0] == groups and groups != channels:  # opset 18: one value per group
+        normalized = ew.add(ew.mul(normalized, shape.reshape(scale, (1, groups, 1))),
+                            shape.reshape(bias, (1, groups, 1)))
+        return shape.reshape(normalized, x.shape)
+    normalized = shape.reshape(normalized, x.shape)
+    return ew.add(ew.mul(normalized, shape.reshape(scale, _channel_shape(x))),
+                  shape.reshape(bias, _channel_shape(x)))
+
+
+@onnx_op("MeanVarianceNormalization")
+def _mean_variance_norm(inputs, attributes, context):
+    x = inputs[0]
+    axes = tuple(a % x.ndim for a in attributes.get("axes", [0, 2, 3]))
+    normalized, *_ = _normalize(x, axes, 1e-9)
+    return normalized
+
+
+@onnx_op("LpNormalization")
+def _lp_norm(inputs, attributes, context):
+    x = inputs[0]
+    axis, p = attributes.get("axis", -1) % x.ndim, attributes.get("p", 2)
+    if p == 1:
+        norm = reduction.sum(ew.abs(x), axis=axis, keepdims=True)
+    else:
+        norm = ew.sqrt(reduction.sum(ew.mul(x, x), axis=axis, keepdims=True))
+    # A zero vector stays zero (its norm is 0): divide by 1 there instead.
+    zero = host_result(norm.numpy() == 0, x)
+    return ew.div(x, shape.where(zero, 1.0, norm))
 
 
 @onnx_op("LRN")

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..ops import linalg, shape
+from ..ops import elementwise as ew, linalg, shape
 from .registry import (ONNX_OPS, check_size, host_result, onnx_op, optional, scalar_of,
                        values_of)
 
@@ -211,6 +211,34 @@ def _cumsum(inputs, attributes, context):
     inverse = list(range(x.ndim - 1))
     inverse.insert(axis, x.ndim - 1)
     return shape.permute(total, tuple(inverse))
+
+
+@onnx_op("CumProd")
+def _cumprod(inputs, attributes, context):
+    """Running products along an axis (``exclusive`` starts at 1, ``reverse`` from the end),
+    as a chain of products so that the gradient is right even where an element is 0."""
+    x, axis = inputs[0], int(scalar_of(inputs[1])) % inputs[0].ndim
+    exclusive, reverse = attributes.get("exclusive", 0), attributes.get("reverse", 0)
+    if x.dtype.kind != "f":
+        values = np.flip(x.numpy(), axis) if reverse else x.numpy()
+        running = np.cumprod(values, axis=axis)
+        if exclusive:
+            ones = np.ones_like(np.take(running, [0], axis=axis))
+            running = np.concatenate([ones, np.delete(running, -1, axis=axis)], axis=axis)
+        return host_result((np.flip(running, axis) if reverse else running).astype(x.dtype), x)
+    n = x.shape[axis]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    pieces, running = {}, None
+    for i in order:
+        element = shape.getitem(x, (slice(None),) * axis + (slice(i, i + 1),))
+        if exclusive:
+            pieces[i] = running if running is not None else \
+                host_result(np.ones(element.shape, x.dtype), x)
+            running = element if running is None else ew.mul(running, element)
+        else:
+            running = element if running is None else ew.mul(running, element)
+            pieces[i] = running
+    return shape.cat([pieces[i] for i in range(n)], axis=axis)
 
 
 # -- rearranging ------------------------------------------------------------------------------------

@@ -65,6 +65,18 @@ CASES = {
     "rotary_embedding": ("RotaryEmbedding", {"num_heads": 2, "rotary_embedding_dim": 2},
                          [data(2, 3, 8), data(5, 1), data(5, 1),
                           const([[0, 1, 4], [2, 2, 3]])]),
+    "softmax_cross_entropy_weighted_ignore": (
+        "SoftmaxCrossEntropyLoss", {"ignore_index": 1}, [data(3, 4, 2), const([[0, 1], [3, 2],
+                                                                              [1, 0]]),
+                                                         data(4) ** 2]),
+    "nll_sum": ("NegativeLogLikelihoodLoss", {"reduction": "sum"}, [data(3, 5),
+                                                                    const([4, 0, 2])]),
+    "lp_pool": ("LpPool", {"kernel_shape": [2, 2], "p": 3, "pads": [1, 0, 0, 1]},
+                [data(1, 2, 3, 3)]),
+    "group_norm": ("GroupNormalization", {"num_groups": 2}, [data(2, 4, 3), data(4), data(4)]),
+    "lp_normalization": ("LpNormalization", {"axis": 1, "p": 2}, [data(3, 4)]),
+    "cumprod_reverse_exclusive": ("CumProd", {"reverse": 1, "exclusive": 1}, [data(3, 4),
+                                                                             const(1)]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }
