@@ -10,6 +10,7 @@ are what matter, not the size:
 * ``resnet_basic``: conv-bn-relu stem, max pool, two basic blocks, global pool, linear;
 * ``segmentation``: a small U-Net (max pool down, ConvTranspose and bilinear Resize up, skip
   concatenation);
+* ``lstm_gru``: a bidirectional LSTM feeding a GRU (ONNX LSTM and GRU nodes);
 * ``old_opset11_cnn``: the same kind of CNN written at opset 11 (Clip as ReLU6, LeakyRelu, Pad,
   nearest Upsample), which the importer converts;
 * ``transformer_encoder``: ``nn.TransformerEncoderLayer`` from the TorchScript exporter and,
@@ -108,6 +109,21 @@ class OldCnn(nn.Module):
         h = nn.functional.relu6(self.conv1(x))
         h = nn.functional.leaky_relu(self.conv2(nn.functional.pad(h, (1, 1, 1, 1))), 0.1)
         return self.out(nn.functional.interpolate(h, scale_factor=2.0, mode="nearest"))
+
+
+class SequenceClassifier(nn.Module):
+    """A bidirectional LSTM feeding a GRU, classified from the last step (batch first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 12, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(24, 8, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h, _ = self.lstm(x)
+        h, _ = self.gru(h)
+        return self.head(h[:, -1])
 
 
 class Encoder(nn.Module):
@@ -293,6 +309,7 @@ def main() -> int:
     export(randomize_batch_norm(resnet_basic()), (image,), "resnet_basic", opset=13)
     export(randomize_batch_norm(Segmentation()), (image,), "segmentation")
     export(OldCnn(), (image,), "old_opset11_cnn", opset=11)
+    export(SequenceClassifier(), (torch.randn(2, 7, 8),), "lstm_gru")
     encoder = Encoder()
     sequence = torch.randn(2, 7, 16)
     export(encoder, (sequence,), "transformer_encoder")

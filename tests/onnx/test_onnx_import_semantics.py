@@ -240,3 +240,27 @@ def test_imported_graph_takes_sgd_steps_through_new_operators(tmp_path):
     assert losses[2] < losses[0]
     assert all(p.grad is not None and np.abs(p.grad.numpy()).sum() > 0
                for p in module.parameters())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_both_directions_with_lengths_and_initial_states(tmp_path, kind):
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    steps, batch, size, hidden = 5, 3, 4, 6
+    inputs = ["x", "w", "r", "b", "lengths", "h0"] + (["c0", "p"] if kind == "LSTM" else [])
+    outputs = ["y", "y_h"] + (["y_c"] if kind == "LSTM" else [])
+    extra = {"linear_before_reset": 1} if kind == "GRU" else {}
+    tensors = [("w", weight(2, gates * hidden, size)), ("r", weight(2, gates * hidden, hidden)),
+               ("b", weight(2, 2 * gates * hidden)), ("h0", weight(2, batch, hidden))]
+    if kind == "LSTM":
+        tensors += [("c0", weight(2, batch, hidden)), ("p", weight(2, 3 * hidden))]
+    path = save(tmp_path, [helper.make_node(kind, inputs, outputs, hidden_size=hidden,
+                                            direction="bidirectional", **extra)],
+                [info("x", [steps, batch, size]), info("lengths", [batch], TensorProto.INT32)],
+                [info("y", [steps, 2, batch, hidden])] +
+                [info(n, [2, batch, hidden]) for n in outputs[1:]], tensors)
+    same_as_onnxruntime(path, rng.standard_normal((steps, batch, size)).astype(np.float32),
+                        np.array([5, 2, 4], np.int32), atol=1e-5)
+
+
+def weight(*shape):
+    return (rng.standard_normal(shape) * 0.5).astype(np.float32)

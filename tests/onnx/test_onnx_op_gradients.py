@@ -77,6 +77,12 @@ CASES = {
     "lp_normalization": ("LpNormalization", {"axis": 1, "p": 2}, [data(3, 4)]),
     "cumprod_reverse_exclusive": ("CumProd", {"reverse": 1, "exclusive": 1}, [data(3, 4),
                                                                              const(1)]),
+    "lstm_bidirectional_peepholes": (
+        "LSTM", {"hidden_size": 2, "direction": "bidirectional"},
+        [data(3, 2, 3), data(2, 8, 3), data(2, 8, 2), data(2, 16), const([3, 2], np.int32),
+         data(2, 2, 2), data(2, 2, 2), data(2, 6)]),
+    "gru_reverse": ("GRU", {"hidden_size": 2, "direction": "reverse"},
+                    [data(3, 2, 3), data(1, 6, 3), data(1, 6, 2), data(1, 12)]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }
