@@ -124,8 +124,10 @@ def load(path, *, mmap: bool = False, verify: bool | None = None, key: bytes | N
 
     Every checksum is verified unless ``verify=False``.  ``mmap=True`` returns read-only
     arrays mapped from the file (zero-copy, checksums checked only with ``verify=True``).
-    A model file loads as ``{"spec": ..., "state_dict": {...}}``.  Any problem with the
-    file raises a ``CheckpointError`` naming it.
+    A model file loads as ``{"spec": ..., "state_dict": {...}}``; a training checkpoint as its
+    plain contents, ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
+    "optimizer": {...}, ...}, ...}`` (``Checkpoint.restore`` puts them back into live objects).
+    Any problem with the file raises a ``CheckpointError`` naming it.
     """
     path = os.fspath(path)
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
@@ -134,6 +136,8 @@ def load(path, *, mmap: bool = False, verify: bool | None = None, key: bytes | N
         from minidl.io.models import model_contents
 
         return model_contents(path, metadata, tensors)
+    if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
+        return decode_value(path, metadata, tensors)
     if "value" not in metadata:
         raise WrongKindError(path, f"is a {info.kind!r} file without a stored value; "
                                    "read it with minidl.io.read_file")

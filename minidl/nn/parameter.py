@@ -18,9 +18,13 @@ class Parameter(Tensor):
 
     def __init__(self, data, requires_grad: bool = True):
         if isinstance(data, Tensor):
-            device, data = data.device, data.numpy()
-        else:
-            device = "cpu"
+            # A copy made where the tensor lives: no trip through the host.
+            if data.dtype.kind != "f":
+                raise TypeError(f"Parameter: data must be floating point, got {data.dtype}")
+            self._hold(data.backend.copy(data.data), data.device, False)
+            self.requires_grad_(requires_grad)
+            return
+        device = "cpu"
         array = np.array(data, copy=True)
         if array.dtype.kind != "f":
             raise TypeError(f"Parameter: data must be floating point, got {array.dtype}")

@@ -196,8 +196,9 @@ def _check_batch_independence(model, inputs, builder, out_infos, opset, input_na
 
 def export_onnx(model, path, example_input, opset: int | None = None,
                 dynamic_batch: bool = True, input_names=None, output_names=None,
-                external_data_threshold: int | None = None) -> None:
-    """Write ``model`` as an ONNX file at ``path``, traced on ``example_input``.
+                external_data_threshold: int | None = None) -> str:
+    """Write ``model`` as an ONNX file at ``path`` (``.onnx`` is added when the name has no
+    suffix), traced on ``example_input``; returns the path written.
 
     ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
     the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
@@ -227,6 +228,8 @@ def export_onnx(model, path, example_input, opset: int | None = None,
                                   output_names)
 
     path = os.fspath(path)
+    if not os.path.splitext(path)[1]:
+        path += ".onnx"  # the conventional suffix, which tools (and load_model) go by
     arrays = builder.initializers
     external = [name for name in arrays if name in plan_external(arrays, external_data_threshold)]
     placements = write_side_file(path, arrays, external) if external else {}
@@ -255,3 +258,4 @@ def export_onnx(model, path, example_input, opset: int | None = None,
 
     data = proto.SerializeToString()
     write_atomically(path, lambda file: file.write(data))
+    return path
