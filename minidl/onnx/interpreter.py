@@ -9,9 +9,10 @@ imports the modules that register the rest:
 * :mod:`.ops_elementwise`: activations, rounding, trigonometry, logic, tests like IsNaN;
 * :mod:`.ops_shape`: creating, indexing and rearranging tensors (Split, Pad, Tile, TopK, …);
 * :mod:`.ops_nn`: convolution, pooling, normalisation and dropout in 1-D, 2-D and 3-D;
-* :mod:`.resize`, :mod:`.einsum`, :mod:`.attention` (Attention, RMSNormalization,
-  RotaryEmbedding), :mod:`.losses` (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and
-  :mod:`.recurrent` (RNN, GRU, LSTM) and :mod:`.quantization` (QuantizeLinear, …).
+* :mod:`.resize`, :mod:`.grid_sample` and :mod:`.einsum`;
+* :mod:`.attention` (Attention, RMSNormalization, RotaryEmbedding), :mod:`.recurrent` (RNN,
+  GRU, LSTM), :mod:`.losses` (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and
+  :mod:`.quantization` (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear).
 
 Inputs that only describe shapes (Reshape's target, Slice's bounds, reduction axes) are read as
 concrete values, so shapes may depend on the input (``Shape`` → ``Gather`` → ``Reshape`` chains,
@@ -460,5 +461,5 @@ def run_node(op_type: str, inputs, attributes, context: RunContext | None = None
 
 
 # The other operator families register themselves in the same table when imported.
-from . import (attention, einsum, losses, ops_elementwise, ops_nn,  # noqa: E402,F401
-               ops_shape, quantization, recurrent, resize)
+from . import (attention, einsum, grid_sample, losses, ops_elementwise,  # noqa: E402,F401
+               ops_nn, ops_shape, quantization, recurrent, resize)

@@ -172,7 +172,7 @@ def _hardmax(inputs, attributes, context):
     return host_result(one_hot, x)
 
 
-# -- no gradient: rounding, tests, signs ------------------------------------------------------------
+# -- no gradient: rounding, tests, signs -----------------------------------------------------------
 
 def _host_unary(op_type, function, dtype=None):
     def compute(inputs, attributes, context):

@@ -30,7 +30,7 @@ from ..random import resolve
 from .ops_shape import pad_constant
 from .registry import ONNX_OPS, host_result, onnx_op, optional, scalar_of
 
-# -- geometry ----------------------------------------------------------------------------------------
+# -- geometry --------------------------------------------------------------------------------------
 
 
 def _reach(kernel: int, dilation: int) -> int:
@@ -69,7 +69,7 @@ def _geometry(x, attributes, kernel):
     return strides, dilations, begins, ends
 
 
-# -- convolution -------------------------------------------------------------------------------------
+# -- convolution -----------------------------------------------------------------------------------
 
 def _convolve(x, weight, bias, strides, dilations, begins, ends, groups):
     """N-D convolution (1-D, 2-D or 3-D) with explicit, possibly asymmetric, padding."""
@@ -172,7 +172,7 @@ def _conv_transpose(inputs, attributes, context):
     return _convolve(x, kernel_t, bias, [1] * spatial, dilations, zeros, zeros, groups)
 
 
-# -- pooling -------------------------------------------------------------------------------------------
+# -- pooling ---------------------------------------------------------------------------------------
 
 def _pool_sizes(sizes, kernel, strides, dilations, begins, ends, ceil_mode):
     """Output sizes; with ceil_mode the last window may overhang, but must start inside."""
@@ -310,7 +310,7 @@ def _global_max_pool(inputs, attributes, context):
     return reduction.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
-# -- normalisation -----------------------------------------------------------------------------------
+# -- normalisation ---------------------------------------------------------------------------------
 
 def _channel_shape(x):
     return (1, -1) + (1,) * (x.ndim - 2)
@@ -432,7 +432,7 @@ def _local_response_norm(inputs, attributes, context):
     return ew.mul(x, ew.pow(ew.add(ew.mul(total, alpha / size), bias), -beta))
 
 
-# -- dropout -------------------------------------------------------------------------------------------
+# -- dropout ---------------------------------------------------------------------------------------
 
 @onnx_op("Dropout")
 def _dropout(inputs, attributes, context):

@@ -241,7 +241,7 @@ def _cumprod(inputs, attributes, context):
     return shape.cat([pieces[i] for i in range(n)], axis=axis)
 
 
-# -- rearranging ------------------------------------------------------------------------------------
+# -- rearranging -----------------------------------------------------------------------------------
 
 @onnx_op("Split")
 def _split(inputs, attributes, context):

@@ -124,7 +124,7 @@ def test_second_outputs(tmp_path):
     same_as_onnxruntime(path, rng.standard_normal((2, 3, 4, 4)).astype(np.float32))
 
 
-# -- convolution and pooling beyond 2-D with symmetric pads -----------------------------------------
+# -- convolution and pooling beyond 2-D with symmetric pads ----------------------------------------
 
 @pytest.mark.parametrize("spatial", [1, 2, 3])
 def test_conv_and_pools_in_every_dimension_with_awkward_padding(tmp_path, spatial):
@@ -135,7 +135,8 @@ def test_conv_and_pools_in_every_dimension_with_awkward_padding(tmp_path, spatia
         helper.make_node("Conv", ["x", "w"], ["same"], auto_pad="SAME_UPPER"),
         helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=kernel, auto_pad="SAME_LOWER"),
         helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=kernel,
-                         pads=[2, 1, 2][:spatial] + [1] * spatial, ceil_mode=1, strides=[2] * spatial,
+                         pads=[2, 1, 2][:spatial] + [1] * spatial, ceil_mode=1,
+                         strides=[2] * spatial,
                          count_include_pad=1),
         helper.make_node("ConvTranspose", ["x", "wt", "bias"], ["t"], strides=[2] * spatial,
                          pads=[1] * spatial + [0] * spatial, output_padding=[1] * spatial)],
@@ -264,3 +265,16 @@ def test_recurrent_layers_both_directions_with_lengths_and_initial_states(tmp_pa
 
 def weight(*shape):
     return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode, padding, align", [
+    ("linear", "zeros", 0), ("cubic", "reflection", 1), ("nearest", "border", 0)])
+def test_grid_sample(tmp_path, mode, padding, align):
+    path = save(tmp_path, [helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
+                                            padding_mode=padding, align_corners=align)],
+                [info("x", [2, 3, 5, 4]), info("grid", [2, 6, 7, 2])], [info("y", [2, 3, 6, 7])],
+                opset=20)
+    # Points inside, on and beyond the edges: every padding rule is exercised.
+    grid = rng.uniform(-1.4, 1.4, (2, 6, 7, 2)).astype(np.float32)
+    same_as_onnxruntime(path, rng.standard_normal((2, 3, 5, 4)).astype(np.float32), grid,
+                        atol=1e-5)

@@ -32,9 +32,11 @@ CASES = {
                                      "pads": [1, 0, 0, 1]}, [data(1, 2, 5, 4)]),
     "average_pool_ceil": ("AveragePool", {"kernel_shape": [3], "strides": [2], "ceil_mode": 1,
                                           "pads": [2, 1]}, [data(2, 2, 6)]),
-    "resize_linear": ("Resize", {"mode": "linear"}, [data(1, 2, 3, 4), None, const([1, 1, 1.5, 0.5], np.float32)]),
+    "resize_linear": ("Resize", {"mode": "linear"},
+                      [data(1, 2, 3, 4), None, const([1, 1, 1.5, 0.5], np.float32)]),
     "resize_cubic": ("Resize", {"mode": "cubic", "coordinate_transformation_mode":
-                                "align_corners"}, [data(1, 1, 4, 4), None, None, const([1, 1, 6, 3])]),
+                                "align_corners"},
+                     [data(1, 1, 4, 4), None, None, const([1, 1, 6, 3])]),
     "pad_reflect": ("Pad", {"mode": "reflect"}, [data(2, 4, 3), const([0, 2, -1, 0, 1, 2])]),
     "pad_edge": ("Pad", {"mode": "edge"}, [data(3, 3), const([1, 0, 2, 2])]),
     "einsum_batched": ("Einsum", {"equation": "bij,bjk->bki"}, [data(2, 3, 4), data(2, 4, 5)]),
@@ -42,7 +44,8 @@ CASES = {
     "cumsum_reverse_exclusive": ("CumSum", {"reverse": 1, "exclusive": 1}, [data(3, 4), const(1)]),
     "lrn": ("LRN", {"size": 3, "alpha": 0.1, "beta": 0.75, "bias": 2.0}, [data(2, 5, 3)]),
     "instance_norm": ("InstanceNormalization", {}, [data(2, 3, 4), data(3), data(3)]),
-    "gather_elements": ("GatherElements", {"axis": 1}, [data(3, 4), const([[0, 3, 3], [1, -1, 0], [2, 2, 2]])]),
+    "gather_elements": ("GatherElements", {"axis": 1},
+                        [data(3, 4), const([[0, 3, 3], [1, -1, 0], [2, 2, 2]])]),
     "scatter_nd": ("ScatterND", {}, [data(4, 3), const([[3], [1]]), data(2, 3)]),
     "top_k": ("TopK", {"axis": 0}, [data(5, 3), const([2])]),
     "tile": ("Tile", {}, [data(2, 3), const([2, 3])]),
@@ -83,6 +86,9 @@ CASES = {
          data(2, 2, 2), data(2, 2, 2), data(2, 6)]),
     "gru_reverse": ("GRU", {"hidden_size": 2, "direction": "reverse"},
                     [data(3, 2, 3), data(1, 6, 3), data(1, 6, 2), data(1, 12)]),
+    "grid_sample_bicubic": ("GridSample", {"mode": "cubic", "padding_mode": "border"},
+                            [data(1, 2, 4, 3), const(np.random.default_rng(3).uniform(
+                                -1.2, 1.2, (1, 3, 2, 2)), np.float64)]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }

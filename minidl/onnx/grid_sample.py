@@ -1,0 +1,110 @@
+"""ONNX ``GridSample``: read an input at the positions a grid gives, with interpolation.
+
+The grid holds, for every output position, a point in normalised coordinates (−1 … 1 spans
+the input; the last axis lists them x first, i.e. the last spatial axis first). Each point is
+mapped to pixel coordinates (``align_corners`` decides whether ±1 are the corner pixels'
+centres or their outer edges), moved back inside by ``padding_mode`` (border: clamped;
+reflection: mirrored at the edges) and read by ``mode``: the nearest pixel, the 2ᴰ linear
+neighbours or the 4ᴰ cubic ones (Keys' kernel, a = −0.75), pixels outside the input counting
+as 0 (zeros), the edge (border) or their mirror image (reflection).
+
+The output is Σ weight · x[neighbour] over the neighbours: a differentiable gather of the input.
+The weights come from the grid's values on the host, so the grid itself gets no gradient.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..ops import elementwise as ew, shape
+from .registry import host_result, onnx_op
+
+_CUBIC_A = -0.75
+
+
+def _reflect(x, low, high):
+    """Mirror x at low and high until it lies between them (as many times as needed)."""
+    span = high - low
+    if span <= 0:
+        return np.full_like(x, low)
+    distance = np.where(x < low, low - x, x - high)
+    flips = np.floor(distance / span)
+    rest = distance - flips * span
+    even = flips % 2 == 0
+    below = np.where(even, low + rest, high - rest)
+    above = np.where(even, high - rest, low + rest)
+    return np.where(x < low, below, np.where(x > high, above, x))
+
+
+def _cubic_weights(t):
+    """Keys' kernel at distances t+1, t, 1−t, 2−t (neighbours floor−1 … floor+2)."""
+    a = _CUBIC_A
+    d = [t + 1, t, 1 - t, 2 - t]
+    near = lambda s: ((a + 2) * s - (a + 3)) * s * s + 1                   # noqa: E731
+    far = lambda s: ((a * s - 5 * a) * s + 8 * a) * s - 4 * a              # noqa: E731
+    return [far(d[0]), near(d[1]), near(d[2]), far(d[3])]
+
+
+def _neighbours(x, size, mode, padding, low, high):
+    """[(index, weight, valid)] for one axis: indices into the input, interpolation weights and
+    whether the pixel exists (outside pixels read 0 with zeros padding)."""
+    if mode == "nearest":
+        offsets, base = [0], x.astype(np.int64)
+        weights = [np.ones_like(x)]
+    else:
+        base = np.floor(x).astype(np.int64)
+        t = x - base
+        if mode == "linear":
+            offsets, weights = [0, 1], [1 - t, t]
+        else:
+            offsets, weights = [-1, 0, 1, 2], _cubic_weights(t)
+    result = []
+    for offset, weight in zip(offsets, weights):
+        index = base + offset
+        if padding == "zeros":
+            valid = (index >= 0) & (index < size)
+        else:
+            valid = np.ones(index.shape, np.bool_)
+            if padding == "border":
+                index = np.clip(index, 0, size - 1)
+            else:
+                index = _reflect(index.astype(np.float64), low, high).astype(np.int64)
+        result.append((np.clip(index, 0, size - 1), weight, valid))
+    return result
+
+
+@onnx_op("GridSample")
+def _grid_sample(inputs, attributes, context):
+    x, grid = inputs
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(attributes.get("mode", "linear"),
+                                                           attributes.get("mode", "linear"))
+    padding = attributes.get("padding_mode", "zeros")
+    align = bool(attributes.get("align_corners", 0))
+    sizes = x.shape[2:]
+    points = grid.numpy().astype(np.float64)[..., ::-1]        # (N, *out, D), first axis first
+    per_axis = []
+    for axis, size in enumerate(sizes):
+        n = points[..., axis]
+        position = (n + 1) / 2 * (size - 1) if align else ((n + 1) * size - 1) / 2
+        if mode == "nearest":
+            position = np.rint(position)
+        low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+        outside = (position < low) | (position > high)
+        if padding == "border":
+            position = np.where(outside, np.clip(position, 0, size - 1), position)
+        elif padding == "reflection":
+            position = np.where(outside, _reflect(position, low, high), position)
+        per_axis.append(_neighbours(position, size, mode, padding, low, high))
+    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * (points.ndim - 2))
+    total = None
+    for combination in itertools.product(*per_axis):
+        weight = np.prod([w for _, w, _ in combination], axis=0)
+        valid = np.logical_and.reduce([v for _, _, v in combination])
+        weight = np.where(valid, weight, 0.0)
+        # x[n, :, i₁, …, i_D]: the advanced indices come first, the channel axis last.
+        picked = shape.getitem(x, (batch, slice(None)) + tuple(i for i, _, _ in combination))
+        term = ew.mul(picked, host_result(weight[..., None].astype(x.dtype), x))
+        total = term if total is None else ew.add(total, term)
+    return shape.permute(total, (0, total.ndim - 1) + tuple(range(1, total.ndim - 1)))
