@@ -27,8 +27,11 @@ from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..nn.registry import register_module
 from .errors import UnsupportedOperatorError
-from .interpreter import ONNX_OPS, run_node
 from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext
+
+# The operator table (minidl.onnx.interpreter and the modules it registers) is several thousand
+# lines: it is imported when the first graph module is built, not at ``import minidl``, which
+# only needs this class registered so that saved imported models load.
 
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
            "uint32", "uint64", "bool"}
@@ -49,6 +52,8 @@ class OnnxGraphModule(Module):
     """A Module whose forward interprets an ONNX graph (see the module docstring)."""
 
     def __init__(self, inputs, outputs, nodes, tensors):
+        from .interpreter import ONNX_OPS
+
         super().__init__()
         _require(_is_name_list(inputs) and _is_name_list(outputs) and outputs,
                  "inputs and outputs must be lists of value names")
@@ -121,6 +126,8 @@ class OnnxGraphModule(Module):
         values = dict(stored)
         for name, value in given.items():
             values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+        from .interpreter import run_node
+
         for node in self.nodes:
             inputs = [values[n] if n else None for n in node["inputs"]]
             # Trailing optional inputs left empty are simply absent, as the spec allows.
