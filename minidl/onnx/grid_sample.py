@@ -9,7 +9,10 @@ neighbours or the 4ᴰ cubic ones (Keys' kernel, a = −0.75), pixels outside th
 as 0 (zeros), the edge (border) or their mirror image (reflection).
 
 The output is Σ weight · x[neighbour] over the neighbours: a differentiable gather of the input.
-The weights come from the grid's values on the host, so the grid itself gets no gradient.
+The weights are differentiable in the grid too (a spatial transformer learns its grid): the
+map from a grid value to a pixel position is piecewise linear — an affine rescaling, then a
+clamp or a mirror — so each position is written as slope · g + offset, slope and offset read
+on the host, and the weights are built from that with minidl ops.
 """
 
 from __future__ import annotations
@@ -47,17 +50,18 @@ def _cubic_weights(t):
     return [far(d[0]), near(d[1]), near(d[2]), far(d[3])]
 
 
-def _neighbours(x, size, mode, padding, low, high):
-    """[(index, weight, valid)] for one axis: indices into the input, interpolation weights and
-    whether the pixel exists (outside pixels read 0 with zeros padding)."""
+def _neighbours(position, exact, size, mode, padding, low, high):
+    """[(index, weight, valid)] for one axis: indices into the input, interpolation weights
+    (Tensors, or a constant for nearest) and whether the pixel exists (outside pixels read 0
+    with zeros padding). ``position`` is the differentiable position, ``exact`` its value."""
     if mode == "nearest":
-        offsets, base = [0], x.astype(np.int64)
-        weights = [np.ones_like(x)]
+        offsets, base = [0], exact.astype(np.int64)
+        weights = [1.0]
     else:
-        base = np.floor(x).astype(np.int64)
-        t = x - base
+        base = np.floor(exact).astype(np.int64)
+        t = ew.sub(position, host_result(base.astype(position.dtype), position))
         if mode == "linear":
-            offsets, weights = [0, 1], [1 - t, t]
+            offsets, weights = [0, 1], [ew.sub(1.0, t), t]
         else:
             offsets, weights = [-1, 0, 1, 2], _cubic_weights(t)
     result = []
@@ -75,6 +79,30 @@ def _neighbours(x, size, mode, padding, low, high):
     return result
 
 
+def _pixel_position(n, size, align, mode, padding):
+    """(position, slope): where grid value n lands in pixels, and d position / d n."""
+    slope = np.full(n.shape, (size - 1) / 2 if align else size / 2)
+    position = (n + 1) / 2 * (size - 1) if align else ((n + 1) * size - 1) / 2
+    if mode == "nearest":
+        return np.rint(position), np.zeros(n.shape)
+    low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    outside = (position < low) | (position > high)
+    if padding == "border":
+        clamped = np.clip(position, 0, size - 1)
+        slope = np.where(clamped != position, 0.0, slope)
+        position = clamped
+    elif padding == "reflection":
+        mirrored = _reflect(position, low, high)
+        # The first mirror reverses the direction, the next restores it, and so on: an even
+        # number of further flips (see _reflect) leaves the slope reversed.
+        span = high - low
+        distance = np.where(position < low, low - position, position - high)
+        flips = np.floor(distance / span) if span > 0 else np.zeros(n.shape)
+        slope = np.where(outside & (flips % 2 == 0), -slope, slope)
+        position = np.where(outside, mirrored, position)
+    return position, slope
+
+
 @onnx_op("GridSample")
 def _grid_sample(inputs, attributes, context):
     x, grid = inputs
@@ -83,28 +111,28 @@ def _grid_sample(inputs, attributes, context):
     padding = attributes.get("padding_mode", "zeros")
     align = bool(attributes.get("align_corners", 0))
     sizes = x.shape[2:]
-    points = grid.numpy().astype(np.float64)[..., ::-1]        # (N, *out, D), first axis first
+    values = grid.numpy().astype(np.float64)
+    depth = len(sizes)
     per_axis = []
     for axis, size in enumerate(sizes):
-        n = points[..., axis]
-        position = (n + 1) / 2 * (size - 1) if align else ((n + 1) * size - 1) / 2
-        if mode == "nearest":
-            position = np.rint(position)
+        component = depth - 1 - axis                 # the grid lists the last axis first
+        n = values[..., component]
+        exact, slope = _pixel_position(n, size, align, mode, padding)
+        # position = slope · g + (exact − slope · n): exact in value, linear in the grid.
+        g = shape.getitem(grid, (Ellipsis, component))
+        position = ew.add(ew.mul(g, host_result(slope.astype(grid.dtype), grid)),
+                          host_result((exact - slope * n).astype(grid.dtype), grid))
         low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
-        outside = (position < low) | (position > high)
-        if padding == "border":
-            position = np.where(outside, np.clip(position, 0, size - 1), position)
-        elif padding == "reflection":
-            position = np.where(outside, _reflect(position, low, high), position)
-        per_axis.append(_neighbours(position, size, mode, padding, low, high))
-    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * (points.ndim - 2))
+        per_axis.append(_neighbours(position, exact, size, mode, padding, low, high))
+    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * (values.ndim - 2))
     total = None
     for combination in itertools.product(*per_axis):
-        weight = np.prod([w for _, w, _ in combination], axis=0)
         valid = np.logical_and.reduce([v for _, _, v in combination])
-        weight = np.where(valid, weight, 0.0)
+        weight = host_result(valid.astype(x.dtype), x)
+        for _, factor, _ in combination:
+            weight = weight if isinstance(factor, float) else ew.mul(weight, factor)
         # x[n, :, i₁, …, i_D]: the advanced indices come first, the channel axis last.
         picked = shape.getitem(x, (batch, slice(None)) + tuple(i for i, _, _ in combination))
-        term = ew.mul(picked, host_result(weight[..., None].astype(x.dtype), x))
+        term = ew.mul(picked, shape.unsqueeze(weight, -1))
         total = term if total is None else ew.add(total, term)
     return shape.permute(total, (0, total.ndim - 1) + tuple(range(1, total.ndim - 1)))

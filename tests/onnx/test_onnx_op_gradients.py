@@ -86,9 +86,12 @@ CASES = {
          data(2, 2, 2), data(2, 2, 2), data(2, 6)]),
     "gru_reverse": ("GRU", {"hidden_size": 2, "direction": "reverse"},
                     [data(3, 2, 3), data(1, 6, 3), data(1, 6, 2), data(1, 12)]),
-    "grid_sample_bicubic": ("GridSample", {"mode": "cubic", "padding_mode": "border"},
-                            [data(1, 2, 4, 3), const(np.random.default_rng(3).uniform(
-                                -1.2, 1.2, (1, 3, 2, 2)), np.float64)]),
+    "grid_sample_bicubic_border": ("GridSample", {"mode": "cubic", "padding_mode": "border"},
+                                   [data(1, 2, 4, 3), rng.uniform(-1.2, 1.2, (1, 3, 2, 2))]),
+    "grid_sample_linear_reflection": ("GridSample", {"padding_mode": "reflection"},
+                                      [data(2, 2, 4, 3), rng.uniform(-2.9, 2.9, (2, 3, 2, 2))]),
+    "grid_sample_linear_zeros_aligned": ("GridSample", {"align_corners": 1},
+                                         [data(1, 1, 3, 5), rng.uniform(-1.3, 1.3, (1, 4, 2, 2))]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }
