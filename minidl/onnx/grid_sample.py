@@ -21,7 +21,7 @@ import itertools
 
 import numpy as np
 
-from ..ops import elementwise as ew, shape
+from ..ops import elementwise as ew, linalg, shape
 from .registry import host_result, onnx_op
 
 _CUBIC_A = -0.75
@@ -136,3 +136,22 @@ def _grid_sample(inputs, attributes, context):
         term = ew.mul(picked, shape.unsqueeze(weight, -1))
         total = term if total is None else ew.add(total, term)
     return shape.permute(total, (0, total.ndim - 1) + tuple(range(1, total.ndim - 1)))
+
+
+@onnx_op("AffineGrid")
+def _affine_grid(inputs, attributes, context):
+    """The sampling grid of an affine map θ: each output position's normalised coordinates
+    (x first), multiplied by θ (N, D, D+1) — the companion of GridSample in spatial
+    transformers; θ gets gradients through the product."""
+    theta, size = inputs[0], [int(v) for v in inputs[1].numpy().reshape(-1)]
+    align = bool(attributes.get("align_corners", 0))
+    spatial = size[2:]
+    axes = []
+    for length in spatial:
+        steps = np.arange(length, dtype=np.float64)
+        axes.append(np.linspace(-1, 1, length) if align else (2 * steps + 1) / length - 1)
+    mesh = np.meshgrid(*axes, indexing="ij")                      # one array per axis, D..W
+    base = np.stack(list(mesh)[::-1] + [np.ones(mesh[0].shape)], axis=-1)  # (…, x, y, [z,] 1)
+    rows = host_result(base.reshape(-1, len(spatial) + 1).astype(theta.dtype), theta)
+    grid = linalg.matmul(rows, shape.transpose(theta, -2, -1))         # (N, positions, D)
+    return shape.reshape(grid, (size[0], *spatial, len(spatial)))

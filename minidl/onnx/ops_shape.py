@@ -350,6 +350,62 @@ def _space_to_depth(inputs, attributes, context):
     return shape.reshape(shape.permute(blocks, order), (n, c * b * b, h // b, w // b))
 
 
+@onnx_op("CenterCropPad")
+def _center_crop_pad(inputs, attributes, context):
+    """Crop (a centred window) or pad with zeros (centred) each listed axis to a size."""
+    x, sizes = inputs[0], values_of(inputs[1])
+    axes = [a % x.ndim for a in attributes.get("axes", range(x.ndim))]
+    begins, ends = [0] * x.ndim, [0] * x.ndim
+    for axis, size in zip(axes, sizes):
+        difference = size - x.shape[axis]
+        if difference < 0:                  # crop: the window starts ⌊excess/2⌋ in
+            begins[axis] = -(-difference // 2)
+        else:                               # pad: the input starts ⌊room/2⌋ in
+            begins[axis] = difference // 2
+        ends[axis] = difference - begins[axis]
+    check_size([n + b + e for n, b, e in zip(x.shape, begins, ends)], x.dtype, context,
+               "CenterCropPad")
+    return pad_constant(x, begins, ends)
+
+
+@onnx_op("ReverseSequence")
+def _reverse_sequence(inputs, attributes, context):
+    """Reverse the first length[b] steps of each sequence b, leaving the rest in place."""
+    x, lengths = inputs[0], inputs[1].numpy().astype(np.int64)
+    time_axis, batch_axis = attributes.get("time_axis", 0), attributes.get("batch_axis", 1)
+    steps = x.shape[time_axis]
+    t = np.arange(steps)[:, None]
+    source = np.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)   # (time, batch)
+    index = [np.arange(n).reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+             for axis, n in enumerate(x.shape)]
+    shaped = [1] * x.ndim
+    shaped[time_axis], shaped[batch_axis] = steps, x.shape[batch_axis]
+    if time_axis > batch_axis:
+        source = source.T
+    index[time_axis] = source.reshape(shaped)
+    return shape.getitem(x, tuple(index))
+
+
+@onnx_op("Unique")
+def _unique(inputs, attributes, context):
+    """Distinct values (or slices along ``axis``), sorted or in order of first appearance,
+    with where each first appears, where each element went, and how often each occurs."""
+    x = inputs[0]
+    axis = attributes.get("axis")
+    values = x.numpy()
+    unique, first, inverse, counts = np.unique(values, return_index=True, return_inverse=True,
+                                               return_counts=True, axis=axis)
+    if not attributes.get("sorted", 1):
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        unique = np.take(unique, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse.reshape(-1)]
+    results = (unique, first, inverse.reshape(-1), counts)
+    return tuple(host_result(np.asarray(r, x.dtype if i == 0 else np.int64), x)
+                 for i, r in enumerate(results))[:max(context.outputs, 1)]
+
+
 @onnx_op("Trilu")
 def _trilu(inputs, attributes, context):
     x = inputs[0]

@@ -92,6 +92,10 @@ CASES = {
                                       [data(2, 2, 4, 3), rng.uniform(-2.9, 2.9, (2, 3, 2, 2))]),
     "grid_sample_linear_zeros_aligned": ("GridSample", {"align_corners": 1},
                                          [data(1, 1, 3, 5), rng.uniform(-1.3, 1.3, (1, 4, 2, 2))]),
+    "affine_grid": ("AffineGrid", {}, [data(2, 2, 3), const([2, 1, 3, 4])]),
+    "reverse_sequence": ("ReverseSequence", {"time_axis": 1, "batch_axis": 0},
+                         [data(3, 4, 2), const([4, 1, 2])]),
+    "center_crop_pad": ("CenterCropPad", {"axes": [0, 2]}, [data(5, 2, 3), const([2, 6])]),
     "layer_norm_axis_1": ("LayerNormalization", {"axis": 1}, [data(2, 3, 4), data(3, 4),
                                                               data(3, 4)]),
 }
