@@ -221,7 +221,7 @@ def _reduce(differentiable, host, identity):
 
 def _log_sum_exp(x, axis, keepdims):
     # log Σ e^x = m + log Σ e^(x−m) with m the maximum: no overflow for large x.
-    peak = reduction.max(x, axis=axis, keepdims=True).detach()
+    peak = reduction.amax(x, axis=axis, keepdims=True).detach()
     total = reduction.sum(ew.exp(ew.sub(x, peak)), axis=axis, keepdims=True)
     result = ew.add(ew.log(total), peak)
     if keepdims:
@@ -250,8 +250,8 @@ def _zero(dtype):
 
 ONNX_OPS["ReduceSum"] = _reduce(reduction.sum, np.sum, _zero)
 ONNX_OPS["ReduceMean"] = _reduce(reduction.mean, np.mean, lambda dtype: np.nan)
-ONNX_OPS["ReduceMax"] = _reduce(reduction.max, np.max, lambda dtype: _extreme(dtype, -1))
-ONNX_OPS["ReduceMin"] = _reduce(reduction.min, np.min, lambda dtype: _extreme(dtype, 1))
+ONNX_OPS["ReduceMax"] = _reduce(reduction.amax, np.max, lambda dtype: _extreme(dtype, -1))
+ONNX_OPS["ReduceMin"] = _reduce(reduction.amin, np.min, lambda dtype: _extreme(dtype, 1))
 ONNX_OPS["ReduceProd"] = _reduce(_product, np.prod, lambda dtype: 1)
 ONNX_OPS["ReduceLogSumExp"] = _reduce(
     _log_sum_exp, lambda a, axis, keepdims: np.log(np.sum(np.exp(a), axis, keepdims=keepdims)),

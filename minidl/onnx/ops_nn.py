@@ -227,7 +227,7 @@ def _max_pool(inputs, attributes, context):
     padded, _ = _padded_for_pooling(x, begins, ends, out_sizes, kernel, strides, dilations,
                                     lowest)
     windows = list(_windows(x, kernel, strides, dilations, out_sizes))
-    values = reduction.max(shape.stack([padded[index] for _, index in windows]), axis=0)
+    values = reduction.amax(shape.stack([padded[index] for _, index in windows]), axis=0)
     if context.outputs == 1:
         return values
     return values, host_result(_max_pool_indices(x, padded, windows, begins, dilations, strides,
@@ -307,7 +307,7 @@ def _global_average_pool(inputs, attributes, context):
 @onnx_op("GlobalMaxPool")
 def _global_max_pool(inputs, attributes, context):
     x = inputs[0]
-    return reduction.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+    return reduction.amax(x, axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
 # -- normalisation ---------------------------------------------------------------------------------
