@@ -447,12 +447,16 @@ def _dropout(inputs, attributes, context):
     if not 0.0 <= ratio < 1.0 and training:
         raise ValueError(f"Dropout: ratio must be in [0, 1), got {ratio}")
     if not training or ratio == 0.0:
-        y, keep = x, np.ones(x.shape, np.bool_)
-    else:
-        # The global generator draws the mask, so a checkpoint that saves it resumes exactly.
-        keep = resolve(None).bernoulli(1.0 - ratio, x.shape).astype(np.bool_)
-        y = ew.mul(x, host_result((keep / (1.0 - ratio)).astype(x.dtype), x))
-    return y if context.outputs == 1 else (y, host_result(keep, x))
+        if context.outputs == 1:
+            return x
+        return x, host_result(np.ones(x.shape, np.bool_), x)
+    # The global generator draws the mask on x's device, so a checkpoint that saves the
+    # generator resumes exactly; kept elements are scaled by 1/(1 − ratio).
+    be = x.backend
+    keep = resolve(None).bernoulli(1.0 - ratio, x.shape, device=x.device)
+    scale = be.where(keep, be.full((), 1.0 / (1.0 - ratio), x.dtype), be.zeros((), x.dtype))
+    y = ew.mul(x, Tensor._wrap(scale, x.device))
+    return y if context.outputs == 1 else (y, Tensor._wrap(keep, x.device))
 
 
 ONNX_OPS["Dropout"] = _dropout
