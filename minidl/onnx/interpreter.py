@@ -27,8 +27,8 @@ import numpy as np
 
 from ..ops import elementwise as ew, linalg, reduction, shape
 from .dtypes import numpy_dtype
-from .registry import (ONNX_OPS, RunContext, axes_of, check_size, host_result, onnx_op,
-                       optional, scalar_of, values_of)
+from .registry import (ONNX_OPS, RunContext, axes_of, check_size, host_result, index_in_range,
+                       onnx_op, optional, scalar_of, values_of)
 
 __all__ = ["ONNX_OPS", "RunContext", "run_node"]
 
@@ -411,19 +411,11 @@ def _concat(inputs, attributes, context):
     return shape.cat(inputs, axis=attributes["axis"])
 
 
-def non_negative_index(indices, size: int) -> np.ndarray:
-    """ONNX indices (negative ones count from the end) as NumPy indices, range-checked."""
-    index = np.asarray(indices.numpy()).astype(np.int64)
-    if index.size and (index.min() < -size or index.max() >= size):
-        raise IndexError(f"index out of range for an axis of size {size}")
-    return np.where(index < 0, index + size, index)
-
-
 @onnx_op("Gather")
 def _gather(inputs, attributes, context):
     data, indices = inputs
     axis = attributes.get("axis", 0) % data.ndim
-    index = non_negative_index(indices, data.shape[axis])
+    index = index_in_range(indices.numpy(), data.shape[axis], "Gather")
     return shape.getitem(data, (slice(None),) * axis + (index,))
 
 

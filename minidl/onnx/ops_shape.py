@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from ..ops import elementwise as ew, linalg, shape
-from .registry import (ONNX_OPS, check_size, host_result, onnx_op, optional, scalar_of,
-                       values_of)
+from .registry import (ONNX_OPS, check_size, host_result, index_in_range, onnx_op, optional,
+                       scalar_of, values_of)
 
 # -- creating -------------------------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ def take_along_axis(x, index: np.ndarray, axis: int):
 def _gather_elements(inputs, attributes, context):
     data, indices = inputs
     axis = attributes.get("axis", 0) % data.ndim
-    index = _in_range(indices.numpy(), data.shape[axis], "GatherElements")
+    index = index_in_range(indices.numpy(), data.shape[axis], "GatherElements")
     return take_along_axis(data, index, axis)
 
 
@@ -91,19 +91,12 @@ def _gather_nd(inputs, attributes, context):
     index = indices.numpy().astype(np.int64)
     depth = index.shape[-1]
     for axis in range(depth):
-        index[..., axis] = _in_range(index[..., axis], data.shape[batch + axis], "GatherND")
+        index[..., axis] = index_in_range(index[..., axis], data.shape[batch + axis], "GatherND")
     # The leading batch axes pair up one to one: index them with aranges of their own.
     leading = [np.arange(n).reshape((-1,) + (1,) * (index.ndim - 2 - i))
                for i, n in enumerate(index.shape[:batch])]
     parts = tuple(leading) + tuple(index[..., axis] for axis in range(depth))
     return shape.getitem(data, parts)
-
-
-def _in_range(index, size: int, op: str) -> np.ndarray:
-    index = np.asarray(index).astype(np.int64)
-    if index.size and (index.min() < -size or index.max() >= size):
-        raise IndexError(f"{op}: index out of range for an axis of size {size}")
-    return np.where(index < 0, index + size, index)
 
 
 _SCATTER_REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -136,7 +129,7 @@ def _scatter(data, updates, positions: np.ndarray, reduction: str):
 def _scatter_elements(inputs, attributes, context):
     data, indices, updates = inputs
     axis = attributes.get("axis", 0) % data.ndim
-    index = _in_range(indices.numpy(), data.shape[axis], "ScatterElements")
+    index = index_in_range(indices.numpy(), data.shape[axis], "ScatterElements")
     grid = list(np.indices(index.shape))
     grid[axis] = index
     positions = np.ravel_multi_index(tuple(grid), data.shape)
@@ -149,7 +142,7 @@ def _scatter_nd(inputs, attributes, context):
     index = indices.numpy().astype(np.int64)
     depth = index.shape[-1]
     for axis in range(depth):
-        index[..., axis] = _in_range(index[..., axis], data.shape[axis], "ScatterND")
+        index[..., axis] = index_in_range(index[..., axis], data.shape[axis], "ScatterND")
     rows = np.ravel_multi_index(tuple(np.moveaxis(index, -1, 0)), data.shape[:depth])
     inner = math.prod(data.shape[depth:])
     positions = rows[..., None] * inner + np.arange(inner)

@@ -83,6 +83,15 @@ def host_result(array, like: Tensor) -> Tensor:
     return Tensor(np.asarray(array), device=like.device)
 
 
+def index_in_range(index, size: int, what: str) -> np.ndarray:
+    """ONNX indices (negative ones count from the end) as non-negative NumPy indices, or an
+    IndexError naming ``what`` for one outside [-size, size)."""
+    index = np.asarray(index).astype(np.int64)
+    if index.size and (index.min() < -size or index.max() >= size):
+        raise IndexError(f"{what}: index out of range for an axis of size {size}")
+    return np.where(index < 0, index + size, index)
+
+
 def check_size(shape, dtype, context: RunContext, what: str) -> tuple:
     """``shape`` as a tuple of ints, refused (not allocated) beyond the context's byte bound."""
     shape = tuple(int(n) for n in shape)
@@ -94,11 +103,6 @@ def check_size(shape, dtype, context: RunContext, what: str) -> tuple:
                          f"bound of {context.max_tensor_bytes} bytes (raise it with "
                          f"import_model(..., max_tensor_bytes=N) if it is meant)")
     return shape
-
-
-def constant_like(value, shape, like: Tensor) -> Tensor:
-    """A tensor of ``shape`` filled with ``value``, in ``like``'s dtype and device."""
-    return Tensor(np.full(shape, value, like.dtype), device=like.device)
 
 
 def computed_in_float32(compute):
