@@ -53,6 +53,13 @@ def export_onnx(model, path, example_input, **options):
     return _export_onnx(model, path, example_input, **options)
 
 
+def compile(model, example_input):  # noqa: A001  (torch.compile's name, in this namespace only)
+    """Trace an eval-mode ``model`` on ``example_input`` into a fast inference callable: a flat
+    plan of backend calls with BatchNorm folded in (see :mod:`minidl.inference`)."""
+    from .inference import compile_model
+    return compile_model(model, example_input)
+
+
 # Loaded on first access so that ``import minidl`` stays light.
 _LAZY = {
     "Checkpoint": ("minidl.checkpoint", "Checkpoint"),

@@ -222,12 +222,14 @@ def argmin(x, axis=None, keepdims=False):
 
 # -- movement ----------------------------------------------------------------------------------
 
+# The array methods rather than np.reshape/np.transpose: the functions' dispatch wrappers cost
+# about as much as the reshape itself, and small models make many.
 def reshape(x, shape):
-    return np.reshape(x, shape)
+    return x.reshape(shape)
 
 
 def transpose(x, axes):
-    return np.transpose(x, axes)
+    return x.transpose(axes)
 
 
 def broadcast_to(x, shape):

@@ -1,0 +1,145 @@
+"""md.compile: a traced plan gives the model's numbers, folds BatchNorm, refuses other inputs."""
+
+import numpy as np
+import pytest
+
+import minidl as md
+from minidl import nn
+
+
+def _with_running_stats(model, input_shape, steps=3):
+    """Train-mode passes so BatchNorm's running statistics (and hence the fold) are not trivial."""
+    model.train()
+    with md.no_grad():
+        for _ in range(steps):
+            model(md.randn(*input_shape) * 2.0 + 0.5)
+    return model.eval()
+
+
+def _cnn():
+    md.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 4 * 4, 32), nn.BatchNorm1d(32), nn.ReLU(),
+        nn.Linear(32, 10))
+
+
+def _eager(model, *inputs):
+    with md.no_grad():
+        return model(*inputs)
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_compiled_cnn_matches_the_model_and_folds_every_batch_norm(batch):
+    model = _with_running_stats(_cnn(), (8, 1, 16, 16))
+    x = md.randn(batch, 1, 16, 16)
+    compiled = md.compile(model, x)
+    assert not any("BatchNorm" in line for line in compiled.steps), compiled
+    for _ in range(2):  # a second call reuses nothing it should not
+        x = md.randn(batch, 1, 16, 16)
+        np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_without_a_foldable_producer_stays_and_still_matches():
+    md.manual_seed(1)
+    model = _with_running_stats(nn.Sequential(
+        nn.Conv2d(2, 4, 3), nn.ReLU(), nn.BatchNorm2d(4, affine=False), nn.Flatten()),
+        (4, 2, 6, 6))
+    x = md.randn(3, 2, 6, 6)
+    compiled = md.compile(model, x)
+    assert any("BatchNorm" in line for line in compiled.steps)
+    np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_compiled_attention_block_matches_the_model():
+    md.manual_seed(2)
+    d, heads = 16, 2
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            qkv = self.qkv(self.norm1(x))
+            q, k, v = (qkv[:, :, i * d:(i + 1) * d].reshape(b, t, heads, d // heads)
+                       .permute(0, 2, 1, 3) for i in range(3))
+            attn = md.softmax(q @ k.transpose(-2, -1) * (d // heads) ** -0.5, -1)
+            x = x + self.proj((attn @ v).permute(0, 2, 1, 3).reshape(b, t, d))
+            return x + self.mlp(self.norm2(x))
+
+    model = Block().eval()
+    x = md.randn(2, 5, d)
+    compiled = md.compile(model, x)
+    np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_refuses_inputs_of_another_shape_dtype_or_kind():
+    model = _cnn().eval()
+    compiled = md.compile(model, md.randn(1, 1, 16, 16))
+    with pytest.raises(ValueError, match=r"shape \(2, 1, 16, 16\).*compiled for shape "
+                                         r"\(1, 1, 16, 16\)"):
+        compiled(md.randn(2, 1, 16, 16))
+    with pytest.raises(ValueError, match="dtype float64"):
+        compiled(md.tensor(np.zeros((1, 1, 16, 16))))
+    with pytest.raises(TypeError, match="Tensor or a NumPy array"):
+        compiled([[0.0]])
+    with pytest.raises(TypeError, match="expected 1 input"):
+        compiled(md.randn(1, 1, 16, 16), md.randn(1, 1, 16, 16))
+
+
+def test_numpy_inputs_several_inputs_and_outputs():
+    md.manual_seed(3)
+    layer = nn.Linear(4, 3).eval()
+
+    def two_heads(a, b):
+        return layer(a) + b, md.relu(b)
+
+    a, b = np.ones((2, 4), np.float32), np.full((2, 3), -0.5, np.float32)
+    compiled = md.compile(two_heads, (a, b))
+    got = compiled(a, b)
+    want = _eager(two_heads, md.tensor(a), md.tensor(b))
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+def test_weights_are_frozen_at_compile_time():
+    model = _with_running_stats(_cnn(), (4, 1, 16, 16))
+    x = md.randn(1, 1, 16, 16)
+    compiled = md.compile(model, x)
+    before = compiled(x).numpy()
+    with md.no_grad():
+        for p in model.parameters():
+            p.mul_(0.0)
+    np.testing.assert_array_equal(compiled(x).numpy(), before)
+
+
+def test_refuses_a_training_mode_model_and_random_draws():
+    model = _cnn()  # modules start in training mode
+    with pytest.raises(ValueError, match=r"training mode.*model.eval\(\)"):
+        md.compile(model, md.randn(1, 1, 16, 16))
+
+    def noisy(x):
+        return nn.functional.dropout(x, 0.5, training=True)
+    with pytest.raises(ValueError, match="random numbers"):
+        md.compile(noisy, md.randn(3, 3))
+    with pytest.raises(TypeError, match="example input 0"):
+        md.compile(model.eval(), [[1.0]])
+
+
+def test_compiled_model_runs_on_the_reference_backend_too(monkeypatch):
+    model = _with_running_stats(_cnn(), (4, 1, 16, 16))
+    x = md.randn(1, 1, 16, 16)
+    want = _eager(model, x).numpy()
+    monkeypatch.setenv("MINIDL_CPU_BACKEND", "numpy")
+    from minidl.backend import get_backend
+    assert get_backend("cpu").name == "numpy"
+    np.testing.assert_allclose(md.compile(model, x)(x).numpy(), want, rtol=1e-5, atol=1e-5)
