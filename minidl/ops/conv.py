@@ -41,7 +41,10 @@ class Conv2d(Function):
         self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, columns))
         w = be.reshape(weight, (groups, out_channels // groups, -1))
         out = be.reshape(be.matmul(w, self.cols), (out_channels, n, out_h, out_w))
-        out = be.copy(be.transpose(out, (1, 0, 2, 3)))          # (N, O, OH, OW)
+        if n == 1:  # (O, 1, OH, OW) holds its values in (1, O, OH, OW) order already
+            out = be.reshape(out, (1, out_channels, out_h, out_w))
+        else:
+            out = be.copy(be.transpose(out, (1, 0, 2, 3)))      # (N, O, OH, OW)
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
 
     def backward(self, grad):

@@ -167,7 +167,7 @@ def _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, count_includ
 
 
 def _pairs(*pairs):
-    return tuple(int(v) for pair in pairs for v in pair)
+    return tuple([int(v) for pair in pairs for v in pair])
 
 
 def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ceil_mode):
