@@ -502,6 +502,24 @@ class Backend:
         """``(dx, dweight, dbias)``; the last two None without a weight."""
         raise NotImplementedError
 
+    @staticmethod
+    def batch_norm_forward(x, weight, bias, mean, var, eps):
+        """``(y, mean, var, rstd)`` for batch norm of x (N, C, S) over axes 0 and 2, per channel.
+
+        With ``mean`` and ``var`` None the batch's own statistics are used (training: the mean
+        and the biased variance over the N·S values of each channel); otherwise the given (C,)
+        statistics (evaluation). y = (x - mean)·rstd·weight + bias with rstd = 1/sqrt(var + eps);
+        weight and bias (C,) or None. The returned statistics are (C,) in x's dtype.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def batch_norm_backward(grad, x, mean, rstd, weight, batch_stats):
+        """``(dx, dweight, dbias)`` of batch norm of x (N, C, S); the last two None without a
+        weight. ``batch_stats``: whether the forward used the batch's statistics, which then
+        depend on x and add the terms that remove the mean and the x̂ component of the gradient."""
+        raise NotImplementedError
+
     # -- optimizer kernels (in place: they update the parameter and state arrays) ----------------
 
     @staticmethod

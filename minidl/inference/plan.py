@@ -60,7 +60,8 @@ class _Step:
         self.release = ()  # slots no later step reads: dropped after this one, freeing memory
 
     def __repr__(self) -> str:
-        attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items() if k not in ("mean", "var"))
+        attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items()
+                        if k not in ("mean", "var", "running_mean", "running_var"))
         args = ", ".join(f"%{i}" for i in self.inputs)
         return f"%{self.output} = {self.op.__name__}({args}{attrs})"
 
@@ -188,7 +189,9 @@ def _build_plan(inputs, calls, results, single) -> CompiledModel:
     for op, op_inputs, attrs, output in calls:
         input_slots = [slot_for(t) for t in op_inputs]
         backend = get_backend(op_inputs[0].device)
-        if op is BatchNorm:  # the running statistics travel as attributes: freeze them too
+        if op is BatchNorm and attrs["batch_stats"]:  # never move running statistics
+            attrs = dict(attrs, running_mean=None, running_var=None)
+        elif op is BatchNorm:  # the running statistics travel as attributes: freeze them too
             attrs = dict(attrs, mean=backend.copy(attrs["mean"]), var=backend.copy(attrs["var"]))
         slot_of[id(output)] = len(slots)
         slots.append(None)

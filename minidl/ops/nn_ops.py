@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import warnings
 
 import numpy as np
@@ -395,37 +397,41 @@ class BatchNorm(Function):
 
     With x̂ = (x - μ)·r, r = 1/sqrt(σ² + eps) and m values per channel, the input gradient is
     dx = r/m · (m·dx̂ - Σdx̂ - x̂·Σ(dx̂·x̂)) where dx̂ = dy·γ, because μ and σ² depend on every x.
-    In evaluation the statistics are constants and dx = dy·γ·r.
+    In evaluation the statistics are constants and dx = dy·γ·r. Both directions are one backend
+    primitive over x viewed as (N, C, S), which computes them channel by channel.
+
+    ``mean``/``var``: the statistics to normalise with (evaluation), or None for the batch's own.
+    In training the running statistics (if given) move towards the batch's, in place:
+    running = (1 - momentum)·running + momentum·batch, with the unbiased batch variance, as
+    PyTorch does.
     """
 
-    def forward(self, x, weight=None, bias=None, *, mean, var, eps, batch_stats):
+    def forward(self, x, weight=None, bias=None, *, mean, var, eps, batch_stats,
+                running_mean=None, running_var=None, momentum=0.0):
         be = self.backend
-        self.axes = (0,) + tuple(range(2, x.ndim))
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        self.batch_stats = batch_stats
-        self.rstd = be.reshape(be.div(1, be.sqrt(be.add(var, eps))), shape)
-        self.x_hat = be.mul(be.sub(x, be.reshape(mean, shape)), self.rstd)
-        self.gamma = None if weight is None else be.reshape(weight, shape)
-        y = self.x_hat if weight is None else be.mul(self.x_hat, self.gamma)
-        return y if bias is None else be.add(y, be.reshape(bias, shape))
+        self.shape = x.shape
+        self.x = be.reshape(x, (x.shape[0], x.shape[1], math.prod(x.shape[2:])))
+        self.weight, self.batch_stats = weight, batch_stats
+        y, self.mean, batch_var, self.rstd = be.batch_norm_forward(
+            self.x, weight, bias, None if batch_stats else mean, None if batch_stats else var,
+            eps)
+        if batch_stats:
+            count = self.x.shape[0] * self.x.shape[2]
+            # The running statistics are updated in place: state_dict() hands out their storage.
+            if running_mean is not None:
+                _move_towards(be, running_mean, self.mean, momentum)
+            if running_var is not None:
+                unbiased = be.mul(batch_var, x.dtype.type(count / (count - 1)))
+                _move_towards(be, running_var, unbiased, momentum)
+        return be.reshape(y, x.shape)
 
     def backward(self, grad):
         be = self.backend
-        grad_x_hat = grad if self.gamma is None else be.mul(grad, self.gamma)
-        if self.batch_stats:
-            count = grad.size // grad.shape[1]
-            sum_g = be.sum(grad_x_hat, axis=self.axes, keepdims=True)
-            sum_gx = be.sum(be.mul(grad_x_hat, self.x_hat), axis=self.axes, keepdims=True)
-            inner = be.sub(be.sub(be.mul(grad_x_hat, grad.dtype.type(count)), sum_g),
-                           be.mul(self.x_hat, sum_gx))
-            grad_x = be.mul(inner, be.div(self.rstd, grad.dtype.type(count)))
-        else:
-            grad_x = be.mul(grad_x_hat, self.rstd)
-        if self.gamma is None:
-            return grad_x
-        grad_weight = be.sum(be.mul(grad, self.x_hat), axis=self.axes)
-        grad_bias = be.sum(grad, axis=self.axes)
-        return grad_x, grad_weight, grad_bias
+        grad_x, grad_weight, grad_bias = be.batch_norm_backward(
+            be.reshape(grad, self.x.shape), self.x, self.mean, self.rstd, self.weight,
+            self.batch_stats)
+        grad_x = be.reshape(grad_x, self.shape)
+        return grad_x if self.weight is None else (grad_x, grad_weight, grad_bias)
 
 
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -445,28 +451,20 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         if t is not None and t.shape != (channels,):
             raise ValueError(f"batch_norm: {name} has shape {t.shape}, expected ({channels},) "
                              f"for input of shape {x.shape}")
-    be = x.backend
+    inputs = (x,) if weight is None else (x, weight, bias)
     if training:
-        axes = (0,) + tuple(range(2, x.ndim))
         count = x.numel() // max(channels, 1)
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {x.shape}")
-        mean = be.div(be.sum(x.data, axis=axes), x.dtype.type(count))
-        centered = be.sub(x.data, be.reshape(mean, (1, -1) + (1,) * (x.ndim - 2)))
-        var = be.div(be.sum(be.mul(centered, centered), axis=axes), x.dtype.type(count))
-        # The running statistics are updated in place: state_dict() hands out their storage.
-        if running_mean is not None:
-            _move_towards(be, running_mean.data, mean, momentum)
-        if running_var is not None:
-            unbiased = be.mul(var, x.dtype.type(count / (count - 1)))
-            _move_towards(be, running_var.data, unbiased, momentum)
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: evaluation needs running_mean and running_var")
-        mean, var = running_mean.data, running_var.data
-    inputs = (x,) if weight is None else (x, weight, bias)
-    return BatchNorm.apply(*inputs, mean=mean, var=var, eps=eps, batch_stats=training)
+        return BatchNorm.apply(
+            *inputs, mean=None, var=None, eps=eps, batch_stats=True,
+            running_mean=None if running_mean is None else running_mean.data,
+            running_var=None if running_var is None else running_var.data, momentum=momentum)
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: evaluation needs running_mean and running_var")
+    return BatchNorm.apply(*inputs, mean=running_mean.data, var=running_var.data, eps=eps,
+                           batch_stats=False)
 
 
 def _move_towards(be, running, batch, momentum: float) -> None:

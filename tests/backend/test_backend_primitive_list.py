@@ -185,6 +185,12 @@ CASES = {
     "layer_norm_forward": ((a([[1, 3]]), None, None, 0.0), (a([[-1, 1]]), a([2]), a([1]))),
     "layer_norm_backward": ((a([[1, 1]]), a([[1, 3]]), a([2]), a([1]), a([1, 1])),
                             (a([[0, 0]]), a([-1, 1]), a([1, 1]))),
+    # Channel 0 holds 1 and 3 (mean 2, biased variance 1); a gradient of 1 everywhere is
+    # removed by the mean term, leaving dx = 0, dweight = Σ x̂ = 0, dbias = 2.
+    "batch_norm_forward": ((a([[[1, 3]]]), None, None, None, None, 0.0),
+                           (a([[[-1, 1]]]), a([2]), a([1]), a([1]))),
+    "batch_norm_backward": ((a([[[1, 1]]]), a([[[1, 3]]]), a([2]), a([1]), a([1]), True),
+                            (a([[[0, 0]]]), a([0]), a([2]))),
 }
 
 # In-place primitives: (arguments, index of the argument written, its expected value).

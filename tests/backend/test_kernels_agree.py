@@ -337,3 +337,62 @@ def test_layer_norm_agrees(rows, width, affine, dtype, seed):
             assert actual is None
         else:
             assert_agree(actual, expected, dtype)
+
+
+@KERNEL_SETTINGS
+@given(
+    n=st.integers(1, 4),
+    channels=st.integers(1, 4),
+    size=st.integers(1, 7),
+    affine=st.sampled_from(["both", "weight", "none"]),
+    batch_stats=st.booleans(),
+    dtype=dtypes,
+    seed=seeds,
+)
+def test_batch_norm_agrees(n, channels, size, affine, batch_stats, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, channels, size)) * 3 + 1).astype(dtype)
+    weight = rng.standard_normal(channels).astype(dtype) if affine != "none" else None
+    bias = rng.standard_normal(channels).astype(dtype) if affine == "both" else None
+    given = (None, None) if batch_stats else (rng.standard_normal(channels).astype(dtype),
+                                              rng.uniform(0.5, 2, channels).astype(dtype))
+    expected = ref.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    actual = fast.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    for fast_value, ref_value in zip(actual, expected):
+        assert_agree(fast_value, ref_value, dtype)
+    _, mean, _, rstd = expected
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    expected_grads = ref.batch_norm_backward(grad, x, mean, rstd, weight, batch_stats)
+    actual_grads = fast.batch_norm_backward(grad, x, mean, rstd, weight, batch_stats)
+    for fast_value, ref_value in zip(actual_grads, expected_grads):
+        if ref_value is None:
+            assert fast_value is None
+        else:
+            assert_agree(fast_value, ref_value, dtype)
+
+
+@pytest.mark.parametrize("batch_stats", [True, False])
+def test_batch_norm_threaded_kernels_give_the_serial_bits(batch_stats):
+    # Large enough for the parallel loops over channels; each channel's sums run in one order
+    # whichever loop ran, so the bits must match the single-threaded kernels exactly.
+    from minidl.backend.numba_cpu import nn_kernels
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 8, 10_000)).astype(np.float32)
+    assert x.size >= nn_kernels.PARALLEL_MIN_WORK
+    weight, bias = rng.standard_normal(8).astype(np.float32), np.ones(8, np.float32)
+    given = (None, None) if batch_stats else (np.zeros(8, np.float32), np.ones(8, np.float32))
+    y, mean, var, rstd = fast.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    stats = [np.empty(8, np.float64) for _ in range(3)]
+    if not batch_stats:
+        stats[0][:], stats[1][:] = given
+    serial_y = np.empty_like(x)
+    nn_kernels._batch_norm_forward_serial(x, weight, bias, True, True, batch_stats, 1e-5, *stats,
+                                          serial_y)
+    np.testing.assert_array_equal(y, serial_y)
+    assert_agree(y, ref.batch_norm_forward(x, weight, bias, *given, 1e-5)[0], np.float32)
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    dx = fast.batch_norm_backward(grad, x, mean, rstd, weight, batch_stats)[0]
+    serial_dx = np.empty_like(x)
+    nn_kernels._batch_norm_backward_serial(grad, x, mean, rstd, weight, True, batch_stats,
+                                           serial_dx, np.zeros(8), np.zeros(8))
+    np.testing.assert_array_equal(dx, serial_dx)

@@ -43,6 +43,8 @@ class NumbaCpuBackend(ReferenceBackend):
     gelu_backward = staticmethod(nn_kernels.gelu_backward)
     layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+    batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
+    batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
     random_uniform = staticmethod(random_kernels.random_uniform)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..reference.array_ops import relu_backward as _reference_relu_backward
+from .conv import PARALLEL_MIN_WORK
 from ..reference.nn_kernels import _check_approximate, check_class_targets
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "gelu_backward",
     "layer_norm_forward",
     "layer_norm_backward",
+    "batch_norm_forward",
+    "batch_norm_backward",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -336,3 +339,141 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     if not has_weight:
         return dx, None, None
     return dx, partial_dweight.sum(axis=0), partial_dbias.sum(axis=0)
+
+
+# -- batch norm ----------------------------------------------------------------------------------
+# One channel at a time over (N, C, S): its N runs of S contiguous values are read two or three
+# times while they are still in cache, where the NumPy form makes a full-size temporary per
+# expression (centred values, their squares, x̂, grad·x̂, ...). Accumulators are float64, as in
+# the reference; each channel's sums run in one fixed order, so results do not vary run to run.
+
+
+@njit(cache=True)
+def _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
+                                var, rstd, y, c):
+    n, _, size = x.shape
+    count = n * size
+    if batch_stats:
+        total = 0.0
+        for b in range(n):
+            for k in range(size):
+                total += x[b, c, k]
+        channel_mean = total / count
+        squares = 0.0
+        for b in range(n):
+            for k in range(size):
+                d = x[b, c, k] - channel_mean
+                squares += d * d
+        channel_var = squares / count
+    else:
+        channel_mean = float(mean[c])
+        channel_var = float(var[c])
+    channel_rstd = 1.0 / math.sqrt(channel_var + eps)
+    scale = channel_rstd * weight[c] if has_weight else channel_rstd
+    shift = bias[c] if has_bias else 0.0
+    for b in range(n):
+        for k in range(size):
+            y[b, c, k] = (x[b, c, k] - channel_mean) * scale + shift
+    mean[c], var[c], rstd[c] = channel_mean, channel_var, channel_rstd
+
+
+@njit(cache=True)
+def _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                                 dweight, dbias, c):
+    n, _, size = x.shape
+    count = n * size
+    channel_mean = float(mean[c])
+    channel_rstd = float(rstd[c])
+    sum_g = 0.0
+    sum_gx = 0.0
+    for b in range(n):
+        for k in range(size):
+            g = grad[b, c, k]
+            sum_g += g
+            sum_gx += g * ((x[b, c, k] - channel_mean) * channel_rstd)
+    scale = channel_rstd * weight[c] if has_weight else channel_rstd
+    mean_g = sum_g / count if batch_stats else 0.0
+    mean_gx = sum_gx / count if batch_stats else 0.0
+    for b in range(n):
+        for k in range(size):
+            xhat = (x[b, c, k] - channel_mean) * channel_rstd
+            dx[b, c, k] = scale * (grad[b, c, k] - mean_g - xhat * mean_gx)
+    dweight[c], dbias[c] = sum_gx, sum_g
+
+
+# A serial and a parallel loop over the channels (threads pay only on large activations, see
+# PARALLEL_MIN_WORK). A channel is one task either way, so its sums run in the same order and
+# the results are identical whichever loop ran.
+
+
+@njit(cache=True)
+def _batch_norm_forward_serial(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var,
+                               rstd, y):
+    for c in range(x.shape[1]):
+        _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps,
+                                    mean, var, rstd, y, c)
+
+
+@njit(cache=True, parallel=True)
+def _batch_norm_forward_parallel(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
+                                 var, rstd, y):
+    for c in prange(x.shape[1]):
+        _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps,
+                                    mean, var, rstd, y, c)
+
+
+@njit(cache=True)
+def _batch_norm_backward_serial(grad, x, mean, rstd, weight, has_weight, batch_stats, dx, dweight,
+                                dbias):
+    for c in range(x.shape[1]):
+        _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                                     dweight, dbias, c)
+
+
+@njit(cache=True, parallel=True)
+def _batch_norm_backward_parallel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                                  dweight, dbias):
+    for c in prange(x.shape[1]):
+        _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                                     dweight, dbias, c)
+
+
+def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
+    """Batch norm of ``x`` (N, C, S) per channel; ``(y, mean, var, rstd)`` (see the reference)."""
+    x = np.ascontiguousarray(x)
+    channels = x.shape[1]
+    empty = np.empty(0, dtype=x.dtype)  # stands in for a missing argument (never read)
+    batch_stats = mean is None
+    y = np.empty_like(x)
+    stats = [np.empty(channels, np.float64) for _ in range(3)]  # mean, var, rstd
+    if not batch_stats:  # the kernel reads the given statistics from here
+        stats[0][:], stats[1][:] = mean, var
+    if x.shape[0] * x.shape[2]:
+        kernel = _batch_norm_forward_parallel if x.size >= PARALLEL_MIN_WORK and \
+            x.shape[1] > 1 else _batch_norm_forward_serial
+        kernel(
+            x, empty if weight is None else np.ascontiguousarray(weight),
+            empty if bias is None else np.ascontiguousarray(bias), weight is not None,
+            bias is not None, batch_stats, float(eps), stats[0], stats[1], stats[2], y)
+    return (y,) + tuple(a.astype(x.dtype) for a in stats)
+
+
+def batch_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight, batch_stats: bool):
+    """Gradients ``(dx, dweight, dbias)`` of batch norm; the last two None without a weight."""
+    x = np.ascontiguousarray(x)
+    grad = np.ascontiguousarray(grad, dtype=x.dtype)
+    channels = x.shape[1]
+    has_weight = weight is not None
+    dx = np.empty_like(x)
+    dweight = np.zeros(channels, np.float64)
+    dbias = np.zeros(channels, np.float64)
+    if x.size:
+        kernel = _batch_norm_backward_parallel if x.size >= PARALLEL_MIN_WORK and \
+            x.shape[1] > 1 else _batch_norm_backward_serial
+        kernel(
+            grad, x, np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
+            np.ascontiguousarray(weight) if has_weight else np.empty(0, x.dtype), has_weight,
+            bool(batch_stats), dx, dweight, dbias)
+    if not has_weight:
+        return dx, None, None
+    return dx, dweight.astype(x.dtype), dbias.astype(x.dtype)

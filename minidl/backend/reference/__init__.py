@@ -106,6 +106,8 @@ class ReferenceBackend(Backend):
     gelu_backward = staticmethod(nn_kernels.gelu_backward)
     layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+    batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
+    batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)

@@ -24,6 +24,8 @@ __all__ = [
     "gelu_backward",
     "layer_norm_forward",
     "layer_norm_backward",
+    "batch_norm_forward",
+    "batch_norm_backward",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -213,3 +215,57 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     if weight is None:
         return dx, None, None
     return dx, np.sum(grad * xhat, axis=0), np.sum(grad, axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# batch norm: layer norm's twin, normalising each channel (axis 1 of (N, C, S)) instead of each row
+
+
+def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
+    """Normalise each channel of ``x`` (N, C, S): y = (x - mean)·rstd·weight + bias.
+
+    With ``mean``/``var`` None they are the batch's: the mean and the biased variance of the N·S
+    values of each channel (two passes: the variance of the centred values, which does not lose
+    digits as E[x²] - E[x]² does). As in layer norm the arithmetic is float64, so the Numba
+    kernel's float64 accumulators agree with it to rounding. Returns ``(y, mean, var, rstd)``.
+    """
+    wide = x.astype(np.float64)
+    if mean is None:
+        mean = np.mean(wide, axis=(0, 2))
+        centered = wide - mean[:, None]
+        var = np.mean(centered * centered, axis=(0, 2))
+    else:
+        mean, var = np.asarray(mean, np.float64), np.asarray(var, np.float64)
+        centered = wide - mean[:, None]
+    rstd = 1.0 / np.sqrt(var + float(eps))
+    y = centered * rstd[:, None]
+    if weight is not None:
+        y = y * weight[:, None]
+    if bias is not None:
+        y = y + bias[:, None]
+    return tuple(a.astype(x.dtype, copy=False) for a in (y, mean, var, rstd))
+
+
+def batch_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight, batch_stats: bool):
+    """Gradients of batch norm: ``(dx, dweight, dbias)``.
+
+    With x̂ = (x - mean)·rstd and m = N·S values per channel, dweight = Σ grad·x̂ and
+    dbias = Σ grad over each channel. With batch statistics mean and rstd depend on x, and
+    dx = weight·rstd·(grad - Σgrad/m - x̂·Σ(grad·x̂)/m) (layer norm's formula, per channel);
+    with fixed statistics dx = weight·rstd·grad.
+    """
+    wide = grad.astype(np.float64)
+    rstd = rstd.astype(np.float64)
+    xhat = (x - mean[:, None].astype(np.float64)) * rstd[:, None]
+    sum_g = np.sum(wide, axis=(0, 2))
+    sum_gx = np.sum(wide * xhat, axis=(0, 2))
+    scale = rstd if weight is None else rstd * weight
+    if batch_stats:
+        count = x.shape[0] * x.shape[2]
+        dx = scale[:, None] * (wide - sum_g[:, None] / count - xhat * (sum_gx / count)[:, None])
+    else:
+        dx = scale[:, None] * wide
+    dx = dx.astype(x.dtype, copy=False)
+    if weight is None:
+        return dx, None, None
+    return dx, sum_gx.astype(x.dtype), sum_g.astype(x.dtype)
