@@ -393,3 +393,16 @@ def test_float32_layer_norm_of_a_constant_row_is_exactly_zero(backend):
     y, mean, rstd = backend.layer_norm_forward(rows, None, None, 1e-5)
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, np.zeros_like(rows))  # PyTorch gives exact zeros too
+
+
+@pytest.mark.parametrize("stack", [(3, 4), (2,), (0, 5)])
+def test_matmul_of_a_stack_by_a_matrix_is_each_matrix_product(stack):
+    # The stacked operand is multiplied as one block of rows (a single BLAS call); the result
+    # must still be each matrix's own product, with the stack's shape, for any stack.
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(stack + (3, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 2)).astype(np.float32).T.copy().T  # a transposed view
+    got = ReferenceBackend.matmul(a, b)
+    assert got.shape == stack + (3, 2)
+    want = np.stack([m @ b for m in a.reshape(-1, 3, 5)]).reshape(stack + (3, 2))
+    np.testing.assert_allclose(got, want, rtol=1e-6)

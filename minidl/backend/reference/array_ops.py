@@ -6,6 +6,8 @@ named function with the contract's parameters (see :mod:`minidl.backend.primitiv
 signature check can compare it with the contract.
 """
 
+import math
+
 import numpy as np
 
 
@@ -288,4 +290,10 @@ def stack(arrays, axis):
 # -- linear algebra ----------------------------------------------------------------------------
 
 def matmul(a, b):
+    if a.ndim > 2 and b.ndim == 2:
+        # A stack of matrices times one matrix is one product of the stacked rows: NumPy does
+        # the stacked form without BLAS (measured ~100x slower on (32, 64, 512) @ (512, 128),
+        # a transformer's Linear), while (32·64, 512) @ (512, 128) is a single GEMM.
+        rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)
+        return rows.reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a, b)
