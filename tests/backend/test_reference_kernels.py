@@ -404,5 +404,5 @@ def test_matmul_of_a_stack_by_a_matrix_is_each_matrix_product(stack):
     b = rng.standard_normal((5, 2)).astype(np.float32).T.copy().T  # a transposed view
     got = ReferenceBackend.matmul(a, b)
     assert got.shape == stack + (3, 2)
-    want = np.stack([m @ b for m in a.reshape(-1, 3, 5)]).reshape(stack + (3, 2))
+    want = np.array([m @ b for m in a.reshape(-1, 3, 5)], np.float32).reshape(stack + (3, 2))
     np.testing.assert_allclose(got, want, rtol=1e-6)
