@@ -143,3 +143,16 @@ def test_compiled_model_runs_on_the_reference_backend_too(monkeypatch):
     from minidl.backend import get_backend
     assert get_backend("cpu").name == "numpy"
     np.testing.assert_allclose(md.compile(model, x)(x).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_relu_moves_after_max_pool_with_the_same_values_nan_included():
+    md.manual_seed(4)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)).eval()
+    x = md.randn(1, 1, 6, 6)
+    compiled = md.compile(model, x)
+    ops = [line.split(" = ")[1].split("(")[0] for line in compiled.steps]
+    assert ops == ["Conv2d", "MaxPool2d", "Relu"], compiled
+    values = md.randn(1, 1, 6, 6).numpy()
+    values[0, 0, 2, 3] = np.nan
+    x = md.tensor(values)
+    np.testing.assert_array_equal(compiled(x).numpy(), _eager(model, x).numpy())
