@@ -33,7 +33,7 @@ from minidl.checkpoint import naming
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
-from minidl.io import CheckpointError, CorruptFileError, MissingFileError, read_header
+from minidl.io import CheckpointError, MissingFileError, read_header
 
 
 def _plain_metrics(metrics) -> dict:
@@ -244,44 +244,64 @@ class CheckpointManager:
     def restore_latest(self, strict: bool = True) -> int | None:
         """Restore the newest sound checkpoint; returns its step, or None when there is none.
 
-        A checkpoint that cannot be read (damaged, truncated, vanished) is skipped with a
-        warning.  A file that is sound but does not fit the tracked objects, or a wrong key,
-        is an error (older files would not fit either).  Raises ``CheckpointError`` when
-        checkpoints exist but none of them is sound.
+        Any checkpoint that cannot be restored (damaged, truncated, of another kind, a wrong
+        key, a state that does not fit the tracked objects) is skipped with a warning naming
+        the file and why, and the next older one is tried.  A file that vanishes while it is
+        read (another process's retention deleted it) makes the manager list the directory
+        again.  Raises ``CheckpointError`` when checkpoints exist but none can be restored.
         """
         self.wait()
-        self._refresh()
-        with self._lock:
-            candidates = list(reversed(self._records))
-        return self._restore_first_sound(candidates, strict, "newest")
+        return self._restore_first_sound(lambda records: list(reversed(records)), strict,
+                                         "newest")
 
     def restore_best(self, strict: bool = True) -> int | None:
         """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""
         if self.policy.monitor is None:
             raise ValueError("restore_best needs the manager to have monitor=")
         self.wait()
-        self._refresh()
-        with self._lock:
-            candidates = self.policy.ranked_best(self._records)
-        return self._restore_first_sound(candidates, strict, "best")
+        return self._restore_first_sound(self.policy.ranked_best, strict, "best")
 
-    def _restore_first_sound(self, candidates: list[CheckpointRecord], strict: bool,
-                             which: str) -> int | None:
-        if not candidates:
+    # A directory that another process keeps changing is listed again at most this often.
+    _MAX_RELISTS = 20
+
+    def _restore_first_sound(self, order, strict: bool, which: str) -> int | None:
+        failures: dict[str, CheckpointError] = {}
+        for _ in range(self._MAX_RELISTS):
+            self._refresh()
+            with self._lock:
+                candidates = order(self._records)
+            if not candidates:
+                break
+            vanished = False
+            for record in candidates:
+                if record.path in failures:
+                    continue  # already reported: an unchanged bad file stays bad
+                try:
+                    info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
+                except CheckpointError as exc:
+                    if isinstance(exc, MissingFileError) and not os.path.lexists(record.path):
+                        # Deleted under us, most likely by a writer's retention that has saved
+                        # a newer file meanwhile: look at the directory again.
+                        vanished = True
+                        break
+                    failures[record.path] = exc
+                    warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
+                                  RuntimeWarning, stacklevel=3)
+                    continue
+                self.last_restored = info
+                self._last_saved_step, self._last_save_time = info.step, self.clock()
+                return info.step
+            if not vanished:
+                break
+        else:
+            raise CheckpointError(self.directory, f"checkpoints '{self.prefix}-*' kept vanishing "
+                                                  f"while being read ({self._MAX_RELISTS} tries)")
+        if not failures:
             return None
-        for record in candidates:
-            try:
-                info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
-            except (CorruptFileError, MissingFileError) as exc:
-                warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
-                              RuntimeWarning, stacklevel=3)
-                continue
-            self.last_restored = info
-            self._last_saved_step, self._last_save_time = info.step, self.clock()
-            return info.step
-        raise CheckpointError(self.directory, f"none of the {len(candidates)} checkpoint(s) "
-                                              f"'{self.prefix}-*' can be read (the {which} was "
-                                              f"{os.path.basename(candidates[0].path)})")
+        newest = next(iter(failures.values()))
+        raise CheckpointError(self.directory, f"none of the {len(failures)} checkpoint(s) "
+                                              f"'{self.prefix}-*' can be restored (the {which}: "
+                                              f"{newest})") from newest
 
     def __repr__(self) -> str:
         return (f"CheckpointManager({self.directory!r}, prefix={self.prefix!r}, "

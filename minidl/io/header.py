@@ -130,6 +130,11 @@ class _Refused(Exception):
 def _pairs_without_duplicates(pairs):
     result = {}
     for key, value in pairs:
+        # msgpack also allows binary keys; the format does not (and code that reads the
+        # header, like ``key.startswith``, would trip over them), so they are damage.
+        if not isinstance(key, str):
+            raise _Refused(CorruptFileError, f"header has a map key that is not a string "
+                                             f"({type(key).__name__} {key!r:.40})")
         if key in result:
             raise _Refused(CorruptFileError, f"header has a duplicate map key {key!r}")
         result[key] = value

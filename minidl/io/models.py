@@ -16,7 +16,8 @@ import os
 
 from minidl.io.errors import (
     CheckpointError, CorruptFileError, ModelSpecError, WrongKindError)
-from minidl.io.reader import read_contents
+from minidl.io import layout
+from minidl.io.reader import open_regular_file, read_contents
 from minidl.io.writer import write_file
 
 ONNX_SUFFIX = ".onnx"
@@ -39,17 +40,43 @@ def model_contents(path, metadata: dict, tensors: dict) -> dict:
     return {"spec": spec, "state_dict": dict(tensors)}
 
 
-def _looks_like_onnx(path: str) -> bool:
-    if path.lower().endswith(ONNX_SUFFIX):
-        return True
+def _file_format(path: str) -> str:
+    """``"minidl"`` or ``"onnx"``, decided by the file's first bytes, never by its name alone.
+
+    A minidl file starts with its magic; one whose magic is damaged in a single byte is still
+    a (damaged) minidl file, and the minidl reader says so.  An ONNX model is a protobuf
+    whose first field is ir_version (field 1, varint): tag byte 0x08.  The ``.onnx``
+    extension only decides for files that are neither.
+    """
+    with open_regular_file(path) as file:
+        try:
+            start = file.read(len(layout.MAGIC))
+        except OSError as exc:
+            raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    matching = sum(a == b for a, b in zip(start, layout.MAGIC))
+    if len(start) == len(layout.MAGIC) and matching >= len(layout.MAGIC) - 1:
+        return "minidl"
+    if start[:1] == b"\x08" or path.lower().endswith(ONNX_SUFFIX):
+        return "onnx"
+    return "minidl"  # the reader explains what is wrong with it
+
+
+def _import_onnx(path: str):
+    """The ONNX importer, with every failure reported as a ``CheckpointError``."""
     try:
-        with open(path, "rb") as file:
-            start = file.read(8)
-    except OSError:
-        return False
-    # An ONNX model is a protobuf whose first field is ir_version (field 1, varint):
-    # tag byte 0x08.  minidl files start with their own magic instead.
-    return start[:1] == b"\x08"
+        from minidl.onnx import import_model
+    except ImportError as exc:
+        raise CheckpointError(path, f"cannot import ONNX models: {exc}") from None
+    try:
+        return import_model(path)
+    except CheckpointError:
+        raise
+    except (MemoryError, RecursionError) as exc:
+        raise CorruptFileError(path, f"ONNX model is too large or too deeply nested to "
+                                     f"import ({type(exc).__name__})") from None
+    except Exception as exc:  # a bad protobuf, an unsupported operator, unsafe external data
+        raise ModelSpecError(path, f"cannot import the ONNX model: {type(exc).__name__}: "
+                                   f"{exc}") from exc
 
 
 def load_model(path, *, key: bytes | None = None, mmap: bool = False,
@@ -61,10 +88,8 @@ def load_model(path, *, key: bytes | None = None, mmap: bool = False,
     ``CheckpointError`` naming the file.
     """
     path = os.fspath(path)
-    if _looks_like_onnx(path):
-        from minidl.onnx import import_model
-
-        return import_model(path)
+    if _file_format(path) == "onnx":
+        return _import_onnx(path)
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
     if info.kind != "model":
         raise WrongKindError(path, f"holds a {info.kind!r} file, not a model (use minidl.load)")

@@ -17,7 +17,7 @@ import numpy as np
 
 from minidl.io import crypto, layout
 from minidl.io.atomic import write_atomically
-from minidl.io.checksum import StreamingChecksum, checksum
+from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.dtypes import ALLOWED_DTYPES, dtype_name
 from minidl.io.header import GCM_TAG_SIZE, encryption_chunk_count, pack_header, stored_length
 
@@ -111,7 +111,9 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
         for piece in item.stored_pieces(cipher, nonce_base):
             stream.update(piece)
         entries.append({"name": item.name, "dtype": item.dtype, "shape": list(item.array.shape),
-                         "offset": item.offset, "length": item.length, "checksum": stream.digest()})
+                         "offset": item.offset, "length": item.length,
+                        "checksum": tensor_checksum(stream.digest(), item.name, item.dtype,
+                                                    item.array.shape)})
 
     header = pack_header(kind, metadata, entries)
     flags = layout.FLAG_ENCRYPTED if cipher is not None else 0

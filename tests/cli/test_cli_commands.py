@@ -25,7 +25,7 @@ def files(tmp_path):
 def test_inspect_lists_kind_version_tensors_and_metadata(files, capsys):
     assert main(["inspect", str(files[0])]) == 0
     out = capsys.readouterr().out
-    assert "kind:      values" in out and "version:   1.0" in out
+    assert "kind:      values" in out and "version:   2.0" in out
     assert "w" in out and "float32" in out and "(2, 3)" in out
     assert '"step": 1' in out
 
