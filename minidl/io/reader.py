@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minidl.io import crypto, layout
+from minidl.io.dtypes import dtype_name
 from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.errors import (
     ChecksumMismatchError, CheckpointError, CorruptFileError, DecryptionError,
@@ -187,13 +188,23 @@ def expected_data_checksum(info: "FileHeader", entry: TensorEntry, data_checksum
     """
     if info.prelude.major < 2:
         return data_checksum
-    return tensor_checksum(data_checksum, entry.name, entry.dtype.name, entry.shape)
+    return tensor_checksum(data_checksum, entry.name, dtype_name(entry.dtype), entry.shape)
 
 
 def _check_tensor(path, info: "FileHeader", entry: TensorEntry, stored) -> None:
-    if expected_data_checksum(info, entry, checksum(stored)) != entry.checksum:
+    if expected_data_checksum(info, entry, checksum(stored) if entry.length else 0) \
+            != entry.checksum:
         raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}: "
                                           "its bytes are damaged")
+    _check_bool_bytes(path, entry, stored)
+
+
+def _check_bool_bytes(path, entry: TensorEntry, plain) -> None:
+    """NumPy reads any non-zero byte as True, but such an array misbehaves (``a == True``
+    is False for a 2); the format allows only the bytes 0 and 1."""
+    if entry.dtype.kind == "b" and entry.nbytes and \
+            np.frombuffer(plain, dtype=np.uint8, count=entry.nbytes).max() > 1:
+        raise CorruptFileError(path, f"bool tensor {entry.name!r} holds bytes other than 0 and 1")
 
 
 def _check_padding(path, padding, where: str) -> None:
@@ -209,10 +220,16 @@ def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndar
         _check_padding(path, file.read(data_start - file.tell()), "after the header")
     position = 0
     for entry in info.entries:
-        if verify:
+        if verify and entry.offset != position:
             file.seek(data_start + position)
             _check_padding(path, file.read(entry.offset - position), f"before {entry.name!r}")
         array = np.empty(entry.shape, dtype=entry.dtype)
+        if not entry.length:  # nothing stored: no I/O, but the index entry is still checked
+            if verify:
+                _check_tensor(path, info, entry, b"")
+            tensors[entry.name] = array
+            position = entry.offset
+            continue
         target = memoryview(array.reshape(-1).view(np.uint8))
         file.seek(data_start + entry.offset)
         done = 0
@@ -252,10 +269,14 @@ def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str
     return tensors
 
 
-def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
+def _map_tensors(path, file, info: FileHeader, verify: bool,
+                 writable: bool) -> dict[str, np.ndarray]:
     if info.file_size == info.prelude.data_start:  # nothing to map (mmap refuses size 0)
         return {e.name: np.empty(e.shape, dtype=e.dtype) for e in info.entries}
-    mapped = mmap_module.mmap(file.fileno(), 0, access=mmap_module.ACCESS_READ)
+    # ACCESS_COPY: pages are shared with the page cache until written, then privately
+    # copied -- writable arrays that never write back to the file.
+    access = mmap_module.ACCESS_COPY if writable else mmap_module.ACCESS_READ
+    mapped = mmap_module.mmap(file.fileno(), 0, access=access)
     data_start = info.prelude.data_start
     if verify:
         _check_padding(path, mapped[layout.PRELUDE_SIZE + info.prelude.header_length:data_start],
@@ -275,7 +296,8 @@ def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.nda
 
 
 def read_contents(path, *, mmap: bool = False, verify: bool = True,
-                  key: bytes | None = None) -> tuple[FileHeader, dict[str, np.ndarray]]:
+                  key: bytes | None = None, writable: bool = False,
+                  before_data=None) -> tuple[FileHeader, dict[str, np.ndarray]]:
     """Read a minidl file: its validated header and its tensors by name, in file order.
 
     Every checksum (and the padding) is verified before anything is returned, whether the
@@ -284,6 +306,9 @@ def read_contents(path, *, mmap: bool = False, verify: bool = True,
     ``verify=False`` skips the tensor checksums -- the header is always checked -- and
     is the only way to get a truly lazy mapped open; the bytes are then trusted unread.
     Encrypted files (``key=``) are always decrypted, hence authenticated, into memory.
+    ``writable=True`` makes mapped arrays copy-on-write (writes stay in this process).
+    ``before_data(info)``, if given, is called with the validated header before any tensor
+    byte is read -- the place to refuse a file whose index does not fit what is expected.
     Raises only ``CheckpointError`` subclasses for problems with the file.
     """
     path = os.fspath(path)
@@ -291,11 +316,13 @@ def read_contents(path, *, mmap: bool = False, verify: bool = True,
         verify = True
     with open_regular_file(path) as file:
         info = _read_header(path, file, key)
+        if before_data is not None:
+            before_data(info)
         try:
             if info.encrypted:
                 tensors = _read_encrypted(path, file, info, key, verify)
             elif mmap:
-                tensors = _map_tensors(path, file, info, verify)
+                tensors = _map_tensors(path, file, info, verify, writable)
             else:
                 tensors = _read_plain(path, file, info, verify)
         except OSError as exc:

@@ -25,8 +25,8 @@ class Conv2d(Module):
         self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
         shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(np.empty(shape, dtype))
-        self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
+        self.weight = Parameter(init.new_storage(shape, dtype))
+        self.bias = Parameter(init.new_storage((out_channels,), dtype)) if bias else None
         fan_in = (in_channels // groups) * self.kernel_size[0] * self.kernel_size[1]
         init.default_affine_init_(self.weight, self.bias, fan_in, generator)
 
