@@ -13,7 +13,8 @@ The manager owns a directory of checkpoints of one run (one file name prefix):
 There is no index file: the directory listing and each file's header (step, the clock
 time of the save, its metrics) are the truth, re-read when the manager starts, so a crash
 at any moment cannot leave an index that disagrees with the files.  The hidden temporary
-files of saves that were interrupted are never mistaken for checkpoints, and are removed.
+files of saves that were interrupted are never mistaken for checkpoints, and are removed
+once their writer is gone (never while another process is still writing them).
 
 With ``async_save=True`` the snapshot is taken in the caller's thread (so it is exactly
 the state at ``step``) and written by a :class:`~minidl.checkpoint.async_writer.
@@ -34,6 +35,7 @@ from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
+from minidl.io.atomic import temp_is_abandoned
 
 
 def _plain_metrics(metrics) -> dict:
@@ -111,8 +113,11 @@ class CheckpointManager:
             return []
 
     def _remove_leftovers(self, names: list[str]) -> None:
+        # Only abandoned ones: a temporary file whose writer still runs is another
+        # process's save in progress (a trainer beside this evaluator), never ours to touch.
         for name in names:
-            if naming.is_leftover_temp(self.prefix, name):
+            if naming.is_leftover_temp(self.prefix, name) \
+                    and temp_is_abandoned(self.directory, name):
                 try:
                     os.remove(os.path.join(self.directory, name))
                 except OSError:

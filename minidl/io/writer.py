@@ -141,4 +141,6 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
                 file.write(piece)
             position = item.offset + item.length
 
-    write_atomically(os.fspath(path), write, durable=durable)
+    # An encrypted file's bytes are secret; by default only its owner may read them.
+    write_atomically(os.fspath(path), write, durable=durable,
+                     mode=0o600 if cipher is not None else None)

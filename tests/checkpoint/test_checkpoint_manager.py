@@ -161,6 +161,8 @@ def test_leftovers_of_interrupted_saves_are_ignored_and_cleaned(tmp_path):
     manager.save(5)
     leftover = tmp_path / ".ckpt-step00000010.mdl.0123456789ab.tmp"
     leftover.write_bytes(b"half a file")
+    two_days_ago = leftover.stat().st_mtime - 2 * 24 * 3600
+    os.utime(leftover, (two_days_ago, two_days_ago))  # no owner recorded: removed once stale
     foreign = tmp_path / ".notes.txt.0123456789ab.tmp"
     foreign.write_bytes(b"not ours")
     (tmp_path / "README").write_text("hello")

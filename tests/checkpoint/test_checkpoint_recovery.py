@@ -175,3 +175,30 @@ def test_a_changed_dtype_in_a_checkpoint_is_refused_and_changes_nothing(tmp_path
     with pytest.raises(md.CheckpointError, match="checksum mismatch"):
         Checkpoint(model=objects["model"]).restore(path)
     assert_bitwise_equal(snapshot({"model": objects["model"]}), before)
+
+
+def test_a_reader_manager_never_deletes_a_save_in_progress(tmp_path):
+    """An evaluator's manager, created while the trainer writes (default is_writer=True),
+    used to delete the trainer's temporary file: the trainer's save then failed."""
+    from minidl.io import atomic
+
+    counter, trainer = counter_manager(tmp_path)
+    real_write = atomic.write_atomically
+    started = []
+
+    def write_while_an_evaluator_starts(path, write_fn, **options):
+        def write(file):
+            write_fn(file)
+            started.append(counter_manager(tmp_path))  # the evaluator starts now
+        real_write(path, write, **options)
+
+    import minidl.io.writer as writer
+    writer.write_atomically, saved = write_while_an_evaluator_starts, writer.write_atomically
+    try:
+        counter.count = 5
+        trainer.save(1)
+    finally:
+        writer.write_atomically = saved
+    assert started and trainer.checkpoints == [str(tmp_path / "ckpt-step00000001.mdl")]
+    fresh_counter, fresh = counter_manager(tmp_path)
+    assert fresh.restore_latest() == 1 and fresh_counter.count == 5
