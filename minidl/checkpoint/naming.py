@@ -50,7 +50,9 @@ def file_name(prefix: str, step: int, epoch: int | None = None) -> str:
 
 
 def _pattern(prefix: str) -> re.Pattern:
-    return re.compile(re.escape(prefix) + r"(?:-epoch(\d+))?-step(\d+)" + re.escape(EXTENSION))
+    # [0-9], not \d: \d also matches the digits of other scripts, which int() accepts.
+    return re.compile(re.escape(prefix) + r"(?:-epoch([0-9]+))?-step([0-9]+)"
+                      + re.escape(EXTENSION))
 
 
 def parse_name(prefix: str, name: str) -> CheckpointName | None:
@@ -70,7 +72,7 @@ def is_leftover_temp(prefix: str, name: str) -> bool:
 
 def run_prefixes(prefix: str, names) -> set[str]:
     """Every run prefix (``prefix``, ``prefix_2``, ...) that has a checkpoint among ``names``."""
-    pattern = re.compile(re.escape(prefix) + r"(_\d+)?(?:-epoch\d+)?-step\d+"
+    pattern = re.compile(re.escape(prefix) + r"(_[0-9]+)?(?:-epoch[0-9]+)?-step[0-9]+"
                          + re.escape(EXTENSION))
     found = set()
     for name in names:

@@ -62,7 +62,7 @@ def metadata_differences(a, b, path: str = "") -> list[str]:
 
 
 def run(args) -> int:
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError, read_contents
 
     key = read_key(args)
@@ -70,7 +70,7 @@ def run(args) -> int:
         info_a, tensors_a = read_contents(args.a, mmap=True, verify=True, key=key)
         info_b, tensors_b = read_contents(args.b, mmap=True, verify=True, key=key)
     except (CheckpointError, OSError) as error:
-        print(f"minidl diff: {error}", file=sys.stderr)
+        print(f"minidl diff: {printable(error)}", file=sys.stderr)
         return 2
     lines = []
     if info_a.kind != info_b.kind:
@@ -87,7 +87,7 @@ def run(args) -> int:
             lines.append(f"tensor {name}: max abs diff {max_abs_diff(a, b):.6g}")
     lines += [f"tensor {name}: only in B" for name in tensors_b if name not in tensors_a]
     for line in lines:
-        print(line)
+        print(printable(line))
     if not lines:
         print("identical")
     return 1 if lines else 0

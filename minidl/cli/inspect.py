@@ -47,27 +47,28 @@ def describe(info) -> dict:
 
 
 def run(args) -> int:
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError, read_header
 
     try:
         info = read_header(args.file, key=read_key(args))
     except (CheckpointError, OSError) as error:
-        print(f"minidl inspect: {error}", file=sys.stderr)
+        print(f"minidl inspect: {printable(error)}", file=sys.stderr)
         return 1
     summary = describe(info)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"file:      {summary['file']}")
-    print(f"kind:      {summary['kind']}")
+    print(f"file:      {printable(summary['file'])}")
+    print(f"kind:      {printable(summary['kind'])}")
     print(f"version:   {summary['version']}{'  (encrypted)' if info.encrypted else ''}")
     total = sum(t["bytes"] for t in summary["tensors"])
     print(f"tensors:   {len(summary['tensors'])} ({total:,} bytes)")
-    width = max([len(t["name"]) for t in summary["tensors"]] + [4])
-    for t in summary["tensors"]:
+    names = [printable(t["name"]) for t in summary["tensors"]]
+    width = max([len(name) for name in names] + [4])
+    for name, t in zip(names, summary["tensors"]):
         shape = "(" + ", ".join(map(str, t["shape"])) + ("," if len(t["shape"]) == 1 else "") + ")"
-        print(f"  {t['name']:<{width}}  {t['dtype']:<8}  {shape}")
+        print(f"  {name:<{width}}  {t['dtype']:<8}  {shape}")
     print("metadata:")
     for line in json.dumps(summary["metadata"], indent=2, default=str).splitlines():
         print(f"  {line}")

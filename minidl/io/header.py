@@ -31,6 +31,7 @@ ENCRYPTION_CHUNK = 1 << 22
 GCM_TAG_SIZE = 16
 
 REQUIRED_KEYS = ("kind", "metadata", "tensors")
+KINDS = ("values", "model", "checkpoint")
 ENTRY_KEYS = ("name", "dtype", "shape", "offset", "length", "checksum")
 _KNOWN_SETS = {keys: frozenset(keys) for keys in (REQUIRED_KEYS, ENTRY_KEYS)}
 
@@ -245,6 +246,12 @@ def unpack_header(path, raw: bytes) -> dict:
     if not isinstance(tree, dict):
         raise CorruptFileError(path, "header is not a msgpack map")
     _check_decoded_tree(path, tree)
+    # One tree, one encoding: re-encoding must give back the very bytes.  This refuses
+    # 32-bit floats (the format's floats are 64-bit) and values stored longer than needed,
+    # so no two headers differ in bytes but not in meaning.
+    if msgpack.packb(tree, use_bin_type=True, default=_pack_default) != raw:
+        raise CorruptFileError(path, "header is not in msgpack's shortest form (a 32-bit "
+                                     "float, or a value stored in more bytes than needed)")
     return tree
 
 
@@ -295,8 +302,9 @@ def validate_header(path, tree: dict, prelude: layout.Prelude, file_size: int) -
     newer_minor = prelude.minor > layout.MINOR_VERSION
     _check_keys(path, tree, REQUIRED_KEYS, "header", newer_minor)
     kind, metadata, raw_entries = tree["kind"], tree["metadata"], tree["tensors"]
-    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
-        raise CorruptFileError(path, "header field 'kind' must be a short string")
+    if kind not in KINDS:
+        raise CorruptFileError(path, f"header field 'kind' is {str(kind)[:64]!r}, not one of "
+                                     f"{', '.join(map(repr, KINDS))}")
     if not isinstance(metadata, dict):
         raise CorruptFileError(path, "header field 'metadata' must be a map")
     if not isinstance(raw_entries, list):

@@ -212,17 +212,24 @@ def _check_padding(path, padding, where: str) -> None:
         raise CorruptFileError(path, f"non-zero padding bytes {where}")
 
 
+def _check_gap(path, file, start: int, length: int, where: str) -> None:
+    """The ``length`` padding bytes at ``start`` are zero (SPEC section 4)."""
+    if length:
+        file.seek(start)
+        _check_padding(path, file.read(length), where)
+
+
 def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
     tensors = {}
     data_start = info.prelude.data_start
+    header_end = layout.PRELUDE_SIZE + info.prelude.header_length
     if verify:
-        file.seek(layout.PRELUDE_SIZE + info.prelude.header_length)
-        _check_padding(path, file.read(data_start - file.tell()), "after the header")
+        _check_gap(path, file, header_end, data_start - header_end, "after the header")
     position = 0
     for entry in info.entries:
-        if verify and entry.offset != position:
-            file.seek(data_start + position)
-            _check_padding(path, file.read(entry.offset - position), f"before {entry.name!r}")
+        if verify:
+            _check_gap(path, file, data_start + position, entry.offset - position,
+                       f"before {entry.name!r}")
         array = np.empty(entry.shape, dtype=entry.dtype)
         if not entry.length:  # nothing stored: no I/O, but the index entry is still checked
             if verify:
@@ -248,8 +255,16 @@ def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndar
 def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str, np.ndarray]:
     cipher = _cipher_for_reading(path, key)
     base = info.prelude.nonce_base
-    tensors, counter = {}, 1
+    data_start = info.prelude.data_start
+    header_end = layout.PRELUDE_SIZE + info.prelude.header_length
+    if verify:  # padding is not encrypted, hence not authenticated: checked like plain files
+        _check_gap(path, file, header_end, data_start - header_end, "after the header")
+    tensors, counter, position = {}, 1, 0
     for entry in info.entries:
+        if verify:
+            _check_gap(path, file, data_start + position, entry.offset - position,
+                       f"before {entry.name!r}")
+        position = entry.offset + entry.length
         array = np.empty(entry.shape, dtype=entry.dtype)
         target = memoryview(array.reshape(-1).view(np.uint8))
         file.seek(info.prelude.data_start + entry.offset)
@@ -265,6 +280,7 @@ def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str
         # apart from a wrong key in the error message, so it is checked first.
         if verify and expected_data_checksum(info, entry, stream.digest()) != entry.checksum:
             raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}")
+        _check_bool_bytes(path, entry, target)
         tensors[entry.name] = array
     return tensors
 

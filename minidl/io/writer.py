@@ -19,11 +19,11 @@ from minidl.io import crypto, layout
 from minidl.io.atomic import write_atomically
 from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.dtypes import ALLOWED_DTYPES, dtype_name
-from minidl.io.header import GCM_TAG_SIZE, encryption_chunk_count, pack_header, stored_length
+from minidl.io.header import (
+    GCM_TAG_SIZE, KINDS, encryption_chunk_count, pack_header, stored_length)
 
 # Elements converted per step for arrays that are not already contiguous little-endian.
 CONVERSION_BUFFER_BYTES = 8 << 20
-KINDS = ("values", "model", "checkpoint")
 
 
 def as_numpy(value) -> np.ndarray:
@@ -95,8 +95,8 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
     "checkpoint").  With ``key`` (16/24/32 bytes) the header and tensors are AES-GCM
     encrypted.  The file appears complete at ``path`` or not at all.
     """
-    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
-        raise ValueError(f"kind must be a short non-empty string, got {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
     if not isinstance(metadata, dict):
         raise TypeError("metadata must be a dict")
     cipher = crypto.new_cipher(crypto.check_key(key)) if key is not None else None

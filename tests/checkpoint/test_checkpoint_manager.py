@@ -321,3 +321,12 @@ def test_api_spelling(tmp_path):
     manager.wait()
     assert len(manager.checkpoints) == 3 and manager.latest == manager.checkpoints[-1]
     assert manager.best is None
+
+
+def test_names_with_digits_of_other_scripts_are_not_checkpoints(tmp_path):
+    assert naming.parse_name("ckpt", "ckpt-step0000000\u0663.mdl") is None
+    assert naming.parse_name("ckpt", "ckpt-epoch\u0661-step00000003.mdl") is None
+    assert naming.run_prefixes("ckpt", ["ckpt_\u0662-step00000001.mdl"]) == set()
+    (tmp_path / "ckpt-step0000000\u0663.mdl").write_bytes(b"not ours")
+    _, manager = counter_manager(tmp_path)
+    assert manager.checkpoints == []
