@@ -102,10 +102,11 @@ def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
     header = {"kind": kind, "metadata": metadata, "tensors": entries}
     decoded_cost = check_plain_tree(header, where="header")
     packed = msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
-    if decoded_cost + len(packed) > max(DEFAULT_DECODED_LIMIT,
+    if decoded_cost + len(packed) > max(_decoded_limit,
                                         DECODED_BYTES_PER_HEADER_BYTE * len(packed)):
         raise ValueError("the header holds more small maps, arrays and items than readers "
-                         "decode by default; store large data as arrays, not metadata")
+                         "decode (see minidl.io.set_header_memory_limit); store large data "
+                         "as arrays, not metadata")
     return packed
 
 
@@ -171,8 +172,8 @@ class _Refused(Exception):
 
 
 class _DecodeBudget:
-    """The msgpack hooks: count what decoding builds, refuse keys that are not strings,
-    duplicate keys and unknown extension types, as soon as each container is complete."""
+    """The msgpack container hooks: count what decoding builds, and refuse keys that are
+    not strings and duplicate keys, as soon as each map or array is complete."""
 
     def __init__(self, header_size: int):
         self.limit = max(_decoded_limit, DECODED_BYTES_PER_HEADER_BYTE * header_size)

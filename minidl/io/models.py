@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 
-from minidl.io.errors import (
-    CheckpointError, CorruptFileError, ModelSpecError, WrongKindError)
 from minidl.io import layout
+from minidl.io.errors import CheckpointError, CorruptFileError, ModelSpecError, WrongKindError
 from minidl.io.reader import open_regular_file, read_contents
 from minidl.io.writer import write_file
 
