@@ -48,29 +48,29 @@ def _host_tag() -> str:
 
 
 def process_start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in the kernel's clock ticks since boot (Linux), 0 where
-    the system does not say, or None when there is no such process."""
+    """When process ``pid`` started, in the kernel's clock ticks since boot (Linux), 0 when
+    it runs but the system does not say when it started, None when there is no such process."""
+    if not _process_exists(pid):
+        return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             fields = file.read().rpartition(b")")[2].split()
-        return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
-    except FileNotFoundError:
-        return None if os.path.isdir("/proc/self") else _start_time_unknown(pid)
+        return int(fields[19])  # field 22 of proc(5)'s stat; fields[0] is field 3
     except (OSError, ValueError, IndexError):
-        return _start_time_unknown(pid)
+        return 0  # no /proc (macOS), or it hides other users' processes
 
 
-def _start_time_unknown(pid: int) -> int | None:
-    """0 for a live process (start unknown), None for a dead one, where signals can tell."""
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists; True where that cannot be asked safely."""
     if os.name != "posix":
-        return 0  # no safe liveness probe (os.kill would terminate on Windows): assume alive
+        return True  # os.kill would terminate it on Windows: assume alive, never delete
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: only the existence and permission checks
     except ProcessLookupError:
-        return None
-    except OSError:
-        pass  # e.g. another user's process: it exists
-    return 0
+        return False
+    except (OSError, OverflowError):
+        return True  # another user's process (it exists), or a pid too large to ask about
+    return True
 
 
 def temp_path_for(path: str) -> str:
