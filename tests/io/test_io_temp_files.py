@@ -102,3 +102,32 @@ def test_new_encrypted_files_are_private_and_plain_ones_follow_the_umask(tmp_pat
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "secret.mdl").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "plain.mdl").stat().st_mode) == 0o644
+
+
+@posix_only
+def test_saves_killed_with_sigkill_leave_nothing_after_the_next_save(tmp_path):
+    """Plain saves to a fixed name used to leave one temporary file per kill, forever."""
+    import signal
+    import time
+
+    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    saver = ("import sys, numpy as np, minidl as md\n"
+             "value = {'w': np.ones(8_000_000, np.float32)}\n"
+             "while True:\n    md.save(value, sys.argv[1])\n")
+    environment = dict(os.environ, PYTHONPATH=project)
+    target = tmp_path / "w.mdl"
+    for attempt in range(5):
+        child = subprocess.Popen([sys.executable, "-c", saver, str(target)], env=environment)
+        start = time.monotonic()
+        while time.monotonic() - start < 60:  # wait until this child is inside a save
+            if any(f"-{child.pid}-" in name for name in os.listdir(tmp_path)):
+                break
+            time.sleep(0.005)
+        time.sleep(0.02 * attempt)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    killed_mid_save = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert killed_mid_save  # the kills did leave temporary files behind
+    mio.save({"w": np.zeros(3, np.float32)}, tmp_path / "w.mdl")
+    assert os.listdir(tmp_path) == ["w.mdl"]
+    np.testing.assert_array_equal(mio.load(tmp_path / "w.mdl")["w"], np.zeros(3))
