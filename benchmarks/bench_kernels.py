@@ -13,8 +13,10 @@ import time
 
 import numpy as np
 
-from minidl.backend import numba_cpu as fast
-from minidl.backend import reference as ref
+from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.reference import ReferenceBackend
+
+fast, ref = NumbaCpuBackend(), ReferenceBackend()
 
 
 def median_call_seconds(function, budget_seconds):
@@ -72,6 +74,9 @@ def benchmark_cases(rng):
         ("gelu fwd (tanh)", "256x1024", lambda b: b.gelu_forward(big_hidden, "tanh")),
         ("layer_norm fwd", "64x512", lambda b: b.layer_norm_forward(hidden, ln_weight, ln_bias, 1e-5)),
         ("layer_norm bwd", "64x512", lambda b: b.layer_norm_backward(hidden, hidden, ln_mean, ln_rstd, ln_weight)),
+        # dropout masks of the MLP's hidden layers; N(0, 1) for Linear(784, 512)'s init
+        ("uniform (Philox)", "128x512 float32", lambda b: b.random_uniform((128, 512), f32, (1, 2), 7)),
+        ("normal (Philox)", "512x784 float32", lambda b: b.random_normal((512, 784), f32, (1, 2), 7)),
     ]
 
 

@@ -3,16 +3,20 @@ and show that the result is bit-for-bit the run that was never interrupted.
 
     bash scripts/demo.sh                 # sets up .venv, then runs this file
     bash scripts/demo.sh --epochs 4      # shorter
+    bash scripts/demo.sh --keep          # keep the run directories (checkpoints, model, ONNX)
+    bash scripts/demo.sh --plot out.png  # where the loss/accuracy plot goes
 
 Each training run is a child process (``--child``) that calls ``md.fit`` with a checkpoint
 directory; re-running the same command resumes from the latest checkpoint. The parent runs it
 once straight through, once killed and restarted, compares the final states, reports the test
-accuracy and exports the model to ONNX.
+accuracy, exports the model to ONNX and writes a plot of the metrics per epoch. Output is
+flushed line by line, so it shows as it comes also through a pipe (``| tee demo.log``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
@@ -48,7 +52,7 @@ class AnnounceSteps(Callback):
         print(f"step {step}", flush=True)
 
 
-def child(run_dir: str, epochs: int) -> None:
+def child(run_dir: str, epochs: int, plot_path: str | None) -> None:
     """One training process: resumes from ``run_dir`` if it holds checkpoints."""
     md.manual_seed(0)
     train_x, train_y = load_digits("train")
@@ -57,25 +61,63 @@ def child(run_dir: str, epochs: int) -> None:
     reader = DataReader(ArrayDataset(train_x, train_y), batch_size=32, shuffle=True, seed=0)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(reader))
     md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=epochs, scheduler=sched,
-           val_data=load_digits("test"), callbacks=[AnnounceSteps()], checkpoint_dir=run_dir,
-           checkpoint_prefix="digits", save_every_steps=25, max_to_keep=2, progress=False)
+           validation_data=load_digits("test"), callbacks=[AnnounceSteps()], plot_path=plot_path,
+           checkpoint=md.CheckpointConfig(run_dir, prefix="digits", save_every_steps=25,
+                                          max_to_keep=2))
     md.save_model(model, os.path.join(run_dir, "final.mdl"))
 
 
-def run_child(run_dir: str, epochs: int, kill_at_step: int | None = None) -> int | None:
-    """Run a training child; SIGKILL it once it reports ``kill_at_step``. Returns the step it
-    was killed at (None if it finished)."""
-    command = [sys.executable, os.path.abspath(__file__), "--child", run_dir, "--epochs",
-               str(epochs)]
+class StepBar:
+    """The parent's view of a child's progress: a bar on a terminal, nothing extra otherwise
+    (the child's one line per epoch is shown in both cases)."""
+
+    def __init__(self, total: int, initial: int):
+        self.bar = None
+        if sys.stdout.isatty():
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=initial, unit="step", leave=False,
+                                dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def update(self, step: int) -> None:
+        if self.bar is not None:
+            self.bar.update(step - self.bar.n)
+
+    def write(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_child(run_dir: str, epochs: int, total_steps: int, kill_at_step: int | None = None,
+              plot_path: str | None = None) -> int | None:
+    """Run a training child, relaying its epoch lines; SIGKILL it once it reports
+    ``kill_at_step``. Returns the step it was killed at (None if it finished)."""
+    command = [sys.executable, "-u", os.path.abspath(__file__), "--child", run_dir, "--epochs",
+               str(epochs)] + (["--plot", plot_path] if plot_path else [])
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     killed_at = None
-    for line in process.stdout:
-        if kill_at_step is not None and line.startswith("step "):
-            step = int(line.split()[1])
-            if step >= kill_at_step:
-                process.send_signal(signal.SIGKILL)  # no clean-up, no atexit: a real crash
-                killed_at = step
-                break
+    bar = StepBar(total_steps, 0)
+    try:
+        for line in process.stdout:
+            if line.startswith("step "):
+                step = int(line.split()[1])
+                bar.update(step)
+                if kill_at_step is not None and step >= kill_at_step:
+                    process.send_signal(signal.SIGKILL)  # no clean-up, no atexit: a real crash
+                    killed_at = step
+                    break
+            else:
+                bar.write("   " + line.rstrip())
+    finally:
+        bar.close()
     process.wait()
     if killed_at is None and process.returncode != 0:
         raise SystemExit(f"training child failed with exit code {process.returncode}")
@@ -92,10 +134,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--child", metavar="RUN_DIR", help=argparse.SUPPRESS)
-    parser.add_argument("--keep", action="store_true", help="keep the run directories")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the run directories (checkpoints, final model, ONNX file) "
+                             "and print where they are")
+    parser.add_argument("--plot", default=None, metavar="PATH",
+                        help="PNG plot of loss and accuracy per epoch (default: "
+                             "demo_history.png; needs matplotlib)")
     args = parser.parse_args()
     if args.child:
-        return child(args.child, args.epochs)
+        return child(args.child, args.epochs, args.plot)
+    sys.stdout.reconfigure(line_buffering=True)  # show each line at once, also through a pipe
+    plot_path = os.path.abspath(args.plot or "demo_history.png")
+    if importlib.util.find_spec("matplotlib") is None:
+        print("(no plot: matplotlib is not installed; pip install 'minidl[plot]')")
+        plot_path = None
 
     workdir = tempfile.mkdtemp(prefix="minidl-demo-")
     steps_total = args.epochs * -(-len(load_digits("train")[1]) // 32)
@@ -103,14 +155,15 @@ def main() -> None:
         start = time.perf_counter()
         print(f"1. Training straight through: {args.epochs} epochs, {steps_total} steps")
         straight = os.path.join(workdir, "straight")
-        run_child(straight, args.epochs)
+        run_child(straight, args.epochs, steps_total)
 
         print("2. Training again, killed with SIGKILL halfway, then started again")
         resumed = os.path.join(workdir, "resumed")
-        killed_at = run_child(resumed, args.epochs, kill_at_step=steps_total // 2 + 7)
+        killed_at = run_child(resumed, args.epochs, steps_total,
+                              kill_at_step=steps_total // 2 + 7)
         manager_files = sorted(f for f in os.listdir(resumed) if f.endswith(".mdl"))
         print(f"   killed at step {killed_at}; committed checkpoints on disk: {manager_files}")
-        run_child(resumed, args.epochs)
+        run_child(resumed, args.epochs, steps_total, plot_path=plot_path)
 
         a = md.load_model(os.path.join(straight, "final.mdl"))
         b = md.load_model(os.path.join(resumed, "final.mdl"))
@@ -144,6 +197,8 @@ def main() -> None:
         except (ImportError, ModuleNotFoundError) as error:
             message = f"ONNX export skipped ({error})"
         print(f"5. {message}")
+        if plot_path is not None:
+            print(f"6. Loss and accuracy per epoch plotted in {plot_path}")
         print(f"Done in {time.perf_counter() - start:.0f} s.")
         if not same:
             raise SystemExit(1)

@@ -39,8 +39,13 @@ def export_onnx(model, path, example_input, **options):
 _LAZY = {
     "Checkpoint": ("minidl.checkpoint", "Checkpoint"),
     "CheckpointManager": ("minidl.checkpoint", "CheckpointManager"),
+    "latest_checkpoint": ("minidl.checkpoint", "latest_checkpoint"),
     "fit": ("minidl.training", "fit"),
     "Trainer": ("minidl.training", "Trainer"),
+    "CheckpointConfig": ("minidl.training", "CheckpointConfig"),
+    "evaluate": ("minidl.training", "evaluate"),
+    "predict": ("minidl.training", "predict"),
+    "training": ("minidl.training", None),
 }
 
 
@@ -48,7 +53,8 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
         module_name, attribute = _LAZY[name]
-        value = getattr(importlib.import_module(module_name), attribute)
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'minidl' has no attribute {name!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .autograd.tensor import Tensor, float32
+from .backend import canonical_device
 from .random import resolve
 
 
@@ -41,15 +42,17 @@ def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
 
 
 def rand(*shape, dtype=float32, generator=None, device="cpu", requires_grad=False) -> Tensor:
-    """Samples of U[0, 1) from ``generator`` (default: the global one)."""
-    values = resolve(generator).uniform(0.0, 1.0, _shape(shape), dtype)
-    return Tensor(values, device=device, requires_grad=requires_grad)
+    """Samples of U[0, 1) from ``generator`` (default: the global one), drawn on ``device``."""
+    device = canonical_device(device)
+    values = resolve(generator).uniform(0.0, 1.0, _shape(shape), dtype, device=device)
+    return Tensor._wrap(values, device).requires_grad_(requires_grad)
 
 
 def randn(*shape, dtype=float32, generator=None, device="cpu", requires_grad=False) -> Tensor:
-    """Samples of N(0, 1) from ``generator`` (default: the global one)."""
-    values = resolve(generator).normal(0.0, 1.0, _shape(shape), dtype)
-    return Tensor(values, device=device, requires_grad=requires_grad)
+    """Samples of N(0, 1) from ``generator`` (default: the global one), drawn on ``device``."""
+    device = canonical_device(device)
+    values = resolve(generator).normal(0.0, 1.0, _shape(shape), dtype, device=device)
+    return Tensor._wrap(values, device).requires_grad_(requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:

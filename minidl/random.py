@@ -6,19 +6,36 @@ global generator, seeded by :func:`manual_seed`. A generator's state is plain da
 ints, msgpack-able), so a checkpoint can store it and a resumed run draws exactly the numbers the
 uninterrupted run would have drawn.
 
-Underneath is NumPy's PCG64: small state (two 128-bit integers), fast, and its stream is fixed by
-NumPy's stability policy for a given seed.
+Underneath is Philox4x32-10, a counter-based generator: sample block b of the stream is a pure
+function of the key (the seed) and b. So the whole state is two integers, the seed and the number
+of the next unused block, and every device computes the same stream: a draw for a tensor on a
+device is made on that device by its backend's ``random_uniform`` / ``random_normal`` primitive
+(see :mod:`minidl.backend.primitives`), with no host-to-device copy. Each draw starts at the
+current counter and advances it by the blocks it used, so a draw never depends on how earlier
+draws were split, and a restored counter continues the stream exactly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .backend import get_backend, reference_backend
+from .backend.primitives import random_blocks
+
 # PyTorch seeds its default generator with a fixed constant too: an unseeded program is still
 # reproducible from run to run.
 DEFAULT_SEED = 67280421310721
 
-_STATE_KIND = "minidl.Generator/PCG64"
+_STATE_KIND = "minidl.Generator/Philox4x32-10"
+_WORD = 2 ** 32
+_COUNTER_LIMIT = 2 ** 64  # the counter wraps here; msgpack integers hold up to 2**64 - 1
+
+
+def _check_seed(seed, where: str) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
+            or not 0 <= seed < 2 ** 64:
+        raise ValueError(f"{where}: seed must be an integer in [0, 2**64), got {seed!r}")
+    return int(seed)
 
 
 class Generator:
@@ -28,61 +45,72 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> "Generator":
-        """Restart the stream from ``seed`` (a non-negative int)."""
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"manual_seed: seed must be a non-negative integer, got {seed!r}")
-        self._seed = int(seed)
-        self._numpy = np.random.Generator(np.random.PCG64(self._seed))
+        """Restart the stream from ``seed`` (an integer in [0, 2**64))."""
+        self._seed = _check_seed(seed, "manual_seed")
+        self._counter = 0
         return self
 
     def initial_seed(self) -> int:
         """The seed last given to :meth:`manual_seed`."""
         return self._seed
 
-    @property
-    def numpy_generator(self) -> np.random.Generator:
-        """The underlying NumPy generator (draws from it advance this generator)."""
-        return self._numpy
-
     # -- drawing -------------------------------------------------------------------------------
 
-    def uniform(self, low, high, shape, dtype=np.float32) -> np.ndarray:
-        """Samples of U(low, high) as a NumPy array of ``dtype``."""
-        return self._numpy.uniform(low, high, size=shape).astype(dtype, copy=False)
+    def _draw(self, distribution: str, shape, dtype, device):
+        """Raw U[0, 1) or N(0, 1) samples on ``device``, advancing the counter past them."""
+        backend = get_backend(device)
+        shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"random draws need a floating dtype, got {dtype}")
+        key = (self._seed % _WORD, self._seed // _WORD)
+        draw = backend.random_uniform if distribution == "uniform" else backend.random_normal
+        values = draw(shape, dtype, key, self._counter)
+        count = int(np.prod(shape, dtype=np.int64))
+        self._counter = (self._counter + random_blocks(count, dtype, distribution)) \
+            % _COUNTER_LIMIT
+        return backend, values
 
-    def normal(self, mean, std, shape, dtype=np.float32) -> np.ndarray:
-        """Samples of N(mean, std^2) as a NumPy array of ``dtype``."""
-        return self._numpy.normal(mean, std, size=shape).astype(dtype, copy=False)
+    def uniform(self, low, high, shape, dtype=np.float32, device="cpu"):
+        """Samples of U(low, high) of ``dtype``, as an array of ``device``'s backend."""
+        backend, values = self._draw("uniform", shape, dtype, device)
+        if (low, high) == (0.0, 1.0):
+            return values
+        return backend.add(backend.mul(values, float(high) - float(low)), float(low))
 
-    def bernoulli(self, p_one: float, shape) -> np.ndarray:
-        """A boolean array, each element True with probability ``p_one``."""
-        return self._numpy.random(size=shape) < p_one
+    def normal(self, mean, std, shape, dtype=np.float32, device="cpu"):
+        """Samples of N(mean, std^2) of ``dtype``, as an array of ``device``'s backend."""
+        backend, values = self._draw("normal", shape, dtype, device)
+        if (mean, std) == (0.0, 1.0):
+            return values
+        return backend.add(backend.mul(values, float(std)), float(mean))
+
+    def bernoulli(self, p_one: float, shape, device="cpu"):
+        """A bool array of ``device``'s backend, each element True with probability ``p_one``."""
+        backend, values = self._draw("uniform", shape, np.float32, device)
+        return backend.less(values, float(p_one))
 
     def permutation(self, n: int) -> np.ndarray:
-        """A random permutation of ``range(n)`` as int64."""
-        return self._numpy.permutation(n).astype(np.int64, copy=False)
+        """A random permutation of ``range(n)`` as an int64 NumPy array (drawn on the host)."""
+        keys = self.uniform(0.0, 1.0, (int(n),), np.float64, device="cpu")
+        return np.argsort(reference_backend().to_numpy(keys), kind="stable").astype(np.int64)
 
-    def integers(self, low, high, shape=None) -> np.ndarray:
-        """Integers drawn uniformly from [low, high)."""
-        return self._numpy.integers(low, high, size=shape)
+    def integers(self, low: int, high: int, shape=()) -> np.ndarray:
+        """Integers drawn uniformly from [low, high) as an int64 NumPy array (on the host).
+
+        floor(u · (high - low)) from a 53-bit uniform u: unbiased to within 2**-53 relative,
+        which is exact enough for any range below 2**32.
+        """
+        if high <= low:
+            raise ValueError(f"integers: high ({high}) must be greater than low ({low})")
+        u = reference_backend().to_numpy(self.uniform(0.0, 1.0, shape, np.float64, "cpu"))
+        return (low + np.floor(u * (high - low))).astype(np.int64)
 
     # -- state -----------------------------------------------------------------------------------
 
     def get_state(self) -> dict:
-        """The generator's exact position as plain data.
-
-        PCG64's two 128-bit words do not fit msgpack's 64-bit integers, so they are stored as
-        hexadecimal strings.
-        """
-        state = self._numpy.bit_generator.state
-        return {
-            "kind": _STATE_KIND,
-            "seed": self._seed,
-            "state": format(state["state"]["state"], "x"),
-            "inc": format(state["state"]["inc"], "x"),
-            "has_uint32": int(state["has_uint32"]),
-            "uinteger": int(state["uinteger"]),
-        }
+        """The generator's exact position as plain data: the seed (Philox's key) and the number
+        of the next unused block (its counter), both below 2**64 so msgpack stores them."""
+        return {"kind": _STATE_KIND, "seed": self._seed, "counter": self._counter}
 
     def set_state(self, state: dict) -> None:
         """Restore a position taken by :meth:`get_state`; raises ValueError if it is malformed.
@@ -94,25 +122,13 @@ class Generator:
         if state.get("kind") != _STATE_KIND:
             raise ValueError(
                 f"set_rng_state: field 'kind' is {state.get('kind')!r}, expected {_STATE_KIND!r}")
-        try:
-            words = {name: int(state[name], 16) for name in ("state", "inc")}
-            has_uint32 = int(state["has_uint32"])
-            uinteger = int(state["uinteger"])
-            seed = int(state["seed"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"set_rng_state: malformed state ({error!r})") from None
-        if not all(0 <= w < 2**128 for w in words.values()) or has_uint32 not in (0, 1) \
-                or not 0 <= uinteger < 2**32:
-            raise ValueError("set_rng_state: a field of the state is out of range")
-        bit_generator = np.random.PCG64()
-        bit_generator.state = {
-            "bit_generator": "PCG64",
-            "state": words,
-            "has_uint32": has_uint32,
-            "uinteger": uinteger,
-        }
-        self._seed = seed
-        self._numpy = np.random.Generator(bit_generator)
+        for field in ("seed", "counter"):
+            value = state.get(field)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not 0 <= value < _COUNTER_LIMIT:
+                raise ValueError(f"set_rng_state: field {field!r} must be an integer in "
+                                 f"[0, 2**64), got {value!r}")
+        self._seed, self._counter = int(state["seed"]), int(state["counter"])
 
 
 default_generator = Generator()

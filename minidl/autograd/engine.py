@@ -85,9 +85,9 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
         node = tensor._node
         if node is None or tensor._retains_grad:
             # A leaf may keep the array itself (no copy) only if nobody else can see it: it must
-            # own its memory (not a view of a forward array) and not have gone to another leaf
-            # already (Add hands one array to both inputs).
-            exclusive = getattr(grad, "base", 0) is None and id(grad) not in handed_out
+            # not have gone to another leaf already (Add hands one array to both inputs), and it
+            # must own its memory, not be a view of a forward array (which the backend checks).
+            exclusive = id(grad) not in handed_out
             tensor._accumulate_grad(grad, exclusive)
             handed_out.add(id(grad))
         if node is None:

@@ -51,7 +51,7 @@ class Tensor:
             raise TypeError(f"tensor: unsupported dtype {array.dtype} (expected bool, integer or "
                             f"floating point data)")
         self.device = canonical_device(device)
-        self.data = get_backend(self.device).from_numpy(array) if self.device != "cpu" else array
+        self.data = get_backend(self.device).from_numpy(array)
         self.grad = None
         self._node = None
         self._retains_grad = False
@@ -63,13 +63,16 @@ class Tensor:
     def _wrap(cls, data, device: str, requires_grad: bool = False) -> "Tensor":
         """Wrap a backend array produced by an op, without copying or converting it."""
         tensor = object.__new__(Tensor)
-        tensor.data = data
-        tensor.device = device
-        tensor.requires_grad = requires_grad
-        tensor.grad = None
-        tensor._node = None
-        tensor._retains_grad = False
+        tensor._hold(data, device, requires_grad)
         return tensor
+
+    def _hold(self, data, device: str, requires_grad: bool) -> None:
+        self.data = data
+        self.device = device
+        self.requires_grad = requires_grad
+        self.grad = None
+        self._node = None
+        self._retains_grad = False
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -204,13 +207,14 @@ class Tensor:
 
     def _accumulate_grad(self, grad, exclusive: bool = False) -> None:
         """Add ``grad`` into ``.grad``; ``exclusive`` means no one else holds that array."""
-        converted = self.backend.astype(grad, self.dtype)
+        backend = self.backend
+        converted = backend.astype(grad, self.dtype)
         if self.grad is None:
             # .grad must own its array (users may scale it in place), so share only an array
-            # nobody else can see; copy anything else.
-            keep = exclusive and converted is grad and getattr(grad, "flags", None) is not None \
-                and grad.flags.writeable
-            self.grad = Tensor._wrap(grad if keep else self.backend.copy(converted), self.device)
+            # nobody else can see and that is its own memory (the backend knows which arrays are
+            # views); copy anything else.
+            keep = exclusive and converted is grad and backend.owns_memory(grad)
+            self.grad = Tensor._wrap(grad if keep else backend.copy(converted), self.device)
         else:
             self.grad = Tensor._wrap(self.backend.add(self.grad.data, grad), self.device)
 
@@ -229,22 +233,32 @@ class Tensor:
 
     def zero_(self) -> "Tensor":
         """Set every element to zero, in place (no graph is recorded)."""
-        self.data[...] = 0
+        self.backend.fill_(self.data, 0)
         return self
 
     def fill_(self, value) -> "Tensor":
-        self.data[...] = value
+        """Set every element to the Python scalar ``value``, in place (no graph is recorded)."""
+        self.backend.fill_(self.data, value.item() if isinstance(value, np.generic) else value)
         return self
 
     def copy_(self, source) -> "Tensor":
-        """Overwrite the values in place with ``source``'s (same shape); records no graph."""
-        values = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
-        if values.shape != self.shape:
-            raise ValueError(f"copy_: source has shape {values.shape}, tensor has {self.shape}")
-        if self.device == "cpu":
-            np.copyto(self.data, values, casting="same_kind")
+        """Overwrite the values in place with ``source``'s (same shape); records no graph.
+
+        A tensor on the same device is copied there; host data (NumPy arrays, lists) or a tensor
+        on another device crosses once, explicitly, through NumPy.
+        """
+        if isinstance(source, Tensor) and source.device == self.device:
+            values = source.data
         else:
-            self.data = self.backend.from_numpy(values.astype(self.dtype))
+            host = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
+            if host.dtype != self.dtype and not np.can_cast(host.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"copy_: cannot copy {host.dtype} values into a {self.dtype} "
+                                f"tensor")
+            values = self.backend.from_numpy(host.astype(self.dtype, copy=False))
+        if tuple(values.shape) != self.shape:
+            raise ValueError(f"copy_: source has shape {tuple(values.shape)}, tensor has "
+                             f"{self.shape}")
+        self.backend.assign_(self.data, values)
         return self
 
     # -- printing --------------------------------------------------------------------------------
@@ -287,7 +301,9 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
                 else _DEFAULT_FLOAT
             if like.dtype.kind in "b" and array.dtype.kind != "b":
                 dtype = array.dtype if array.dtype.kind == "f" else int64
-            return Tensor(array.astype(dtype), device=like.device)
+            # A scalar is made where it is used, filled by the device (the value travels as a
+            # kernel argument): no host-to-device copy for the 2 in ``x * 2``.
+            return Tensor._wrap(like.backend.full((), array.item(), dtype), like.device)
         return Tensor(array, device=like.device)
     return Tensor(value)
 

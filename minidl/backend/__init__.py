@@ -1,9 +1,19 @@
 """The backend seam: every differentiable op computes through a short list of array primitives.
 
-A backend is a module exposing the same primitive names (see :mod:`minidl.backend.primitives`),
-working on its own kind of array. Ops never touch arrays directly; they ask the tensor's device for
-its backend and call primitives on it. Adding a device therefore means writing one module, never
-editing the ops.
+A backend is an instance of a :class:`~minidl.backend.primitives.Backend` subclass: the contract
+in :mod:`minidl.backend.primitives` lists every primitive with its signature, dtype rules,
+aliasing and errors. Ops never touch arrays directly; they ask the tensor's device for its
+backend and call primitives on it. Adding a device therefore means writing one class and
+registering it (:func:`register_backend`), never editing the ops.
+
+Two ideas are kept apart:
+
+* the **device** a tensor lives on: ``"cpu"``, or a kind and an index such as ``"cuda:0"`` and
+  ``"cuda:1"`` (``"cuda"`` means ``"cuda:0"``). Tensors on different devices never mix.
+* the **backend** that computes for a kind of device. ``"cpu"`` has two: the Numba backend (the
+  default) and the plain-NumPy reference it is tested against, chosen with
+  ``MINIDL_CPU_BACKEND=numpy`` or :func:`use_cpu_backend` — a choice of implementation, not a
+  different device.
 
 Backends are imported lazily: ``import minidl`` must not import Numba (slow) or touch CUDA. The
 first op on a tensor of a device imports that device's backend.
@@ -13,53 +23,137 @@ from __future__ import annotations
 
 import importlib
 import os
-from types import ModuleType
 
-# Device name -> module implementing the primitives for it. "cpu" is the Numba-accelerated backend;
-# "cpu:numpy" is the plain-NumPy reference it is tested against (and a fallback for debugging).
-_BACKEND_MODULES = {
-    "cpu": "minidl.backend.numba_cpu",
-    "cpu:numpy": "minidl.backend.reference",
-    "cuda": "minidl.backend.cuda",
+from .primitives import ALL_PRIMITIVES, Backend
+
+__all__ = ["Backend", "ALL_PRIMITIVES", "register_backend", "get_backend", "canonical_device",
+           "parse_device", "use_cpu_backend", "reference_backend", "registered_device_kinds"]
+
+# Device kind -> a Backend instance, or "module:Class" to import on first use.
+_registry: dict[str, object] = {
+    "cuda": "minidl.backend.cuda:CudaBackend",
 }
+# The CPU's implementations, by the names MINIDL_CPU_BACKEND accepts.
+_cpu_backends: dict[str, object] = {
+    "numba": "minidl.backend.numba_cpu:NumbaCpuBackend",
+    "numpy": "minidl.backend.reference:ReferenceBackend",
+}
+_cpu_choice: str | None = None  # set by use_cpu_backend; None: the environment decides
+_by_device: dict[tuple, Backend] = {}  # (kind, index, implementation) -> backend, filled lazily
+_by_name: dict[tuple, Backend] = {}  # (device as spelled, CPU choice) -> backend: the fast path
 
-_loaded: dict[str, ModuleType] = {}
+
+def register_backend(name: str, backend: Backend) -> None:
+    """Make ``backend`` compute for devices named ``name`` (and ``name:0``, ``name:1``, ...).
+
+    ``backend`` is an instance of a :class:`~minidl.backend.primitives.Backend` subclass that
+    overrides every primitive; registering again replaces the previous one. ``"cpu"`` cannot be
+    replaced (use :func:`use_cpu_backend` to choose between its implementations).
+    """
+    if not isinstance(name, str) or not name.isidentifier() or name == "cpu":
+        raise ValueError(f"register_backend: name must be an identifier other than 'cpu', "
+                         f"got {name!r}")
+    if not isinstance(backend, Backend):
+        raise TypeError(f"register_backend: backend must be a minidl.backend.Backend instance, "
+                        f"got {type(backend).__name__}")
+    missing = [p for p in ALL_PRIMITIVES if getattr(type(backend), p) is getattr(Backend, p)]
+    if missing:
+        raise TypeError(f"register_backend: {type(backend).__name__} does not implement "
+                        f"{', '.join(missing)}")
+    _registry[name] = backend
+    for key in [key for key in _by_device if key[0] == name]:
+        del _by_device[key]
+    _by_name.clear()
+
+
+def registered_device_kinds() -> list:
+    """The device kinds a tensor can be put on: "cpu" and every registered backend's name."""
+    return ["cpu"] + sorted(_registry)
+
+
+def use_cpu_backend(name: str | None) -> None:
+    """Compute CPU tensors with ``"numba"`` (the default) or ``"numpy"`` (the reference).
+
+    ``None`` goes back to the ``MINIDL_CPU_BACKEND`` environment variable's choice.
+    """
+    global _cpu_choice
+    if name is not None and name not in _cpu_backends:
+        raise ValueError(f"use_cpu_backend: expected one of {sorted(_cpu_backends)}, got {name!r}")
+    _cpu_choice = name
 
 
 def _cpu_backend_choice() -> str:
-    # MINIDL_CPU_BACKEND=numpy routes all "cpu" tensors through the reference backend.
-    return "cpu:numpy" if os.environ.get("MINIDL_CPU_BACKEND", "").lower() == "numpy" else "cpu"
+    if _cpu_choice is not None:
+        return _cpu_choice
+    return "numpy" if os.environ.get("MINIDL_CPU_BACKEND", "").lower() == "numpy" else "numba"
+
+
+def parse_device(device) -> tuple[str, int]:
+    """``(kind, index)`` of a device name: "cpu" -> ("cpu", 0), "cuda" -> ("cuda", 0),
+    "cuda:1" -> ("cuda", 1). ``ValueError`` for a malformed name or an unknown kind."""
+    if device is None:
+        return "cpu", 0
+    name = str(device).strip().lower()
+    kind, _, index = name.partition(":")
+    if index == "":
+        number = 0
+    elif index.isdigit():
+        number = int(index)
+    else:
+        raise ValueError(f"invalid device {device!r}: expected 'kind' or 'kind:index' with a "
+                         f"non-negative integer index")
+    if kind != "cpu" and kind not in _registry:
+        raise ValueError(f"unknown device {device!r}: expected one of "
+                         f"{', '.join(registered_device_kinds())} (with an optional ':index')")
+    if kind == "cpu" and number != 0:
+        raise ValueError(f"invalid device {device!r}: there is one CPU device, 'cpu'")
+    return kind, number
 
 
 def canonical_device(device) -> str:
-    """Normalise a user-facing device name ("cpu", "cuda", "cuda:0") to a backend key."""
-    if device is None:
-        return "cpu"
-    name = str(device).lower()
-    if name in ("cpu", "cpu:0"):
-        return "cpu"
-    if name == "cpu:numpy":
-        return name
-    if name == "cuda" or name.startswith("cuda:"):
-        return "cuda"
-    raise ValueError(f"unknown device {device!r}: expected 'cpu' or 'cuda'")
+    """The one spelling of a device that tensors carry: "cpu", or "kind:index" ("cuda:1")."""
+    kind, index = parse_device(device)
+    return "cpu" if kind == "cpu" else f"{kind}:{index}"
 
 
-def get_backend(device: str = "cpu") -> ModuleType:
-    """Return the backend module for ``device``, importing it on first use."""
-    key = canonical_device(device)
-    if key == "cpu":
-        key = _cpu_backend_choice()
-    module = _loaded.get(key)
-    if module is None:
-        try:
-            module = importlib.import_module(_BACKEND_MODULES[key])
-        except ImportError as error:
-            raise RuntimeError(f"device {device!r} is not available: {error}") from None
-        _loaded[key] = module
-    return module
+def _instantiate(entry, device) -> Backend:
+    if isinstance(entry, Backend):
+        return entry
+    module_name, _, class_name = entry.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        kind = parse_device(device)[0]
+        raise RuntimeError(f"device {kind!r} is not available (asked for {device!r}): "
+                           f"{error}") from None
+    return getattr(module, class_name)()
 
 
-def reference_backend() -> ModuleType:
+def get_backend(device="cpu") -> Backend:
+    """The backend computing for ``device``, importing it on first use."""
+    # Every op asks, so the answer is remembered by the name as given.
+    choice = _cpu_backend_choice()
+    backend = _by_name.get((device, choice))
+    if backend is not None:
+        return backend
+    kind, index = parse_device(device)
+    implementation = choice if kind == "cpu" else None
+    key = (kind, index, implementation)
+    backend = _by_device.get(key)
+    if backend is None:
+        if kind == "cpu":
+            backend = _instantiate(_cpu_backends[implementation], device)
+        else:
+            backend = _instantiate(_registry[kind], device).on_device(index)
+        _by_device[key] = backend
+    if isinstance(device, str):
+        _by_name[(device, choice)] = backend
+    return backend
+
+
+def reference_backend() -> Backend:
     """The plain-NumPy backend every fast kernel is checked against."""
-    return get_backend("cpu:numpy")
+    key = ("cpu", 0, "numpy")
+    if key not in _by_device:
+        _by_device[key] = _instantiate(_cpu_backends["numpy"], "cpu")
+    return _by_device[key]

@@ -1,33 +1,550 @@
 """The primitive list: the whole contract between differentiable ops and a backend.
 
-A backend is any module that defines every name below with the same meaning. Arrays are the
-backend's own kind (NumPy ndarrays for the CPU backends). Shapes, axes and scalar arguments are
-plain Python values. The ops in :mod:`minidl.ops` use nothing else, which is what lets one op
-definition run on every device.
+A backend is an instance of a subclass of :class:`Backend` that implements every primitive below
+with the signature and meaning written here. Ops, layers, optimizers and the random generators
+use nothing else to compute, which is what lets one op definition run on every device: a new
+device is one new subclass, registered with :func:`minidl.backend.register_backend`.
+
+Rules that hold for every primitive unless its own docstring says otherwise:
+
+* **Arrays** are the backend's own kind (NumPy ndarrays for the CPU backends, device arrays
+  elsewhere). The callers read four attributes of an array and nothing else: ``shape`` (a tuple
+  of Python ints), ``dtype`` (a ``numpy.dtype``), ``ndim`` and ``size``. These are metadata kept
+  on the host: reading them never waits for the device. Every other access (values, operators,
+  ``__array__``) goes through a primitive, and values cross to the host only in ``to_numpy``.
+* **Host arguments.** Shapes, axes, indices into shapes and dtypes are plain Python values (a
+  dtype is anything ``numpy.dtype`` accepts). Hyperparameters (a learning rate, ``eps``) are
+  Python floats: they travel as kernel arguments, never as arrays.
+* **Scalars as operands.** Where an elementwise primitive takes an array operand it also accepts
+  a Python ``bool``/``int``/``float`` or a NumPy scalar. A Python scalar is *weak*: the result
+  has the array operand's dtype (``mul(float32_array, 0.5)`` is float32). Passing a scalar costs
+  no host-to-device copy, so ops use scalars rather than 0-d arrays for constants.
+* **Dtypes.** Elementwise results have the common dtype of their array operands under NumPy's
+  promotion rules (the ops first cast an integer operand meeting a floating one to the floating
+  dtype, so float32 meets float32); comparisons and logical ops return ``bool``. Floating results
+  keep the input's precision: float32 math is done in float32, never silently widened.
+* **Aliasing.** Results are new arrays that share no memory with the inputs, except where a
+  docstring says "may alias": then the result may be a view of an input, and the caller must
+  not write into either while the other is still in use. In-place primitives end in ``_`` (as in
+  PyTorch) and return None; they write into their first argument and nothing else.
+* **Errors.** Bad host arguments raise ``ValueError`` (or ``IndexError`` for indices, as noted);
+  a primitive never returns garbage for an input it could have rejected.
+
+The list is checked per backend, by signature and by behaviour, in
+``tests/backend/test_backend_primitive_list.py``; an opaque-array backend in the tests proves
+that nothing above the backend reaches around it.
 """
 
-ARRAY_PRIMITIVES = (
-    # creation and transfer
-    "from_numpy", "to_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "astype",
-    "copy",
-    # elementwise math
-    "add", "sub", "mul", "div", "neg", "power", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
-    "relu_backward", "abs", "sign", "maximum", "minimum", "where", "clip",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_not",
-    # reductions
-    "sum", "max", "min", "argmax", "argmin",
-    # movement
-    "reshape", "transpose", "broadcast_to", "getitem", "index_add", "concatenate", "stack",
-    # linear algebra
-    "matmul",
-)
+from __future__ import annotations
 
-KERNEL_PRIMITIVES = (
-    "im2col", "col2im", "conv_output_size",
-    "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "avg_pool2d_backward",
-    "softmax", "log_softmax", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward",
-    "gelu_forward", "gelu_backward", "layer_norm_forward", "layer_norm_backward",
-    "sgd_update", "adam_update",
-)
+import inspect
 
-ALL_PRIMITIVES = ARRAY_PRIMITIVES + KERNEL_PRIMITIVES
+
+class Backend:
+    """The contract every backend implements; each method here documents one primitive.
+
+    Subclasses override every primitive (as a ``staticmethod`` or a plain method with the same
+    parameters). ``name`` identifies the implementation (``"numba"``, ``"numpy"``, ``"cuda"``);
+    the device a tensor lives on is a separate thing (``"cpu"``, ``"cuda:1"``): see
+    :func:`minidl.backend.get_backend`.
+    """
+
+    name = "abstract"
+
+    def on_device(self, index: int) -> "Backend":
+        """The backend serving device number ``index`` of this kind (``cuda:1`` -> index 1).
+
+        Backends whose arrays carry their device (or that have only one) return ``self``; a
+        multi-device backend returns one bound to that device, so creation primitives (``zeros``,
+        ``from_numpy``, the random draws) allocate there.
+        """
+        if index != 0:
+            raise ValueError(f"the {self.name} backend has only device 0, not device {index}")
+        return self
+
+    def __repr__(self) -> str:
+        return f"<minidl backend {self.name!r}>"
+
+    # -- creation and transfer -------------------------------------------------------------------
+
+    @staticmethod
+    def from_numpy(array):
+        """A backend array with the values, shape and dtype of the NumPy ``array``.
+
+        The one host-to-device copy. May alias ``array`` on a host backend (the CPU backends
+        return it unchanged when it is already an ndarray).
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def to_numpy(array):
+        """The values as a NumPy ndarray of the same shape and dtype: the one device-to-host copy.
+
+        May alias ``array`` on a host backend.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def zeros(shape, dtype):
+        """A new array of ``shape`` filled with 0."""
+        raise NotImplementedError
+
+    @staticmethod
+    def ones(shape, dtype):
+        """A new array of ``shape`` filled with 1."""
+        raise NotImplementedError
+
+    @staticmethod
+    def full(shape, value, dtype):
+        """A new array of ``shape`` filled with the Python scalar ``value`` (no host copy: the
+        value is a kernel argument)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def zeros_like(array):
+        """A new array of zeros with ``array``'s shape and dtype."""
+        raise NotImplementedError
+
+    @staticmethod
+    def ones_like(array):
+        """A new array of ones with ``array``'s shape and dtype."""
+        raise NotImplementedError
+
+    @staticmethod
+    def astype(array, dtype):
+        """The values converted to ``dtype`` (C casting: floats to ints truncate toward zero).
+
+        May alias: returns ``array`` itself when it already has ``dtype``.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def copy(array):
+        """A new array with the same values, owning its memory (``owns_memory`` is True) and laid
+        out row-major, as the in-place optimizer kernels need."""
+        raise NotImplementedError
+
+    # -- in place and memory ---------------------------------------------------------------------
+
+    @staticmethod
+    def fill_(array, value):
+        """Set every element of ``array`` to the Python scalar ``value``, in place."""
+        raise NotImplementedError
+
+    @staticmethod
+    def assign_(target, source):
+        """Copy ``source`` (an array or a scalar, broadcast to ``target``'s shape, cast with
+        same-kind casting) into ``target``, in place. ``ValueError`` when the shapes do not
+        broadcast or the cast would change kind (float into int)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def setitem_(array, index, value):
+        """``array[index] = value`` in place; ``index`` follows :meth:`getitem`'s rules, ``value``
+        is an array or a scalar broadcast to the selection. ``IndexError`` when out of range."""
+        raise NotImplementedError
+
+    @staticmethod
+    def owns_memory(array) -> bool:
+        """Whether ``array`` is its own writable storage: not a view of another array, not
+        read-only, not a broadcast. Autograd hands such an array to ``.grad`` without a copy;
+        anything else is copied first, so no two tensors ever share a gradient buffer."""
+        raise NotImplementedError
+
+    # -- elementwise math (operands broadcast; scalars allowed, see the module docstring) ---------
+
+    @staticmethod
+    def add(a, b):
+        """a + b."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sub(a, b):
+        """a - b."""
+        raise NotImplementedError
+
+    @staticmethod
+    def mul(a, b):
+        """a · b."""
+        raise NotImplementedError
+
+    @staticmethod
+    def div(a, b):
+        """a / b, true division (IEEE: x/0 is ±inf, 0/0 is nan; no error)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def floor_divide(a, b):
+        """floor(a / b), rounding toward -inf as Python's ``//`` (x // 0 is ±inf or nan for
+        floats; integer division by zero is 0, with no error)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def remainder(a, b):
+        """a - floor(a / b)·b: the remainder with the divisor's sign, as Python's ``%``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def neg(a):
+        """-a."""
+        raise NotImplementedError
+
+    @staticmethod
+    def power(a, b):
+        """a ** b (floating a: nan for a negative base with a non-integer exponent)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def exp(a):
+        """e^a (floating a)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def log(a):
+        """Natural log (floating a; -inf at 0, nan below)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sqrt(a):
+        """Square root (floating a; nan below 0)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def tanh(a):
+        """Hyperbolic tangent (floating a)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sigmoid(a):
+        """1 / (1 + e^-a), without overflow for large |a| (floating a)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def relu(a):
+        """max(a, 0), in a's dtype."""
+        raise NotImplementedError
+
+    @staticmethod
+    def relu_backward(grad, x):
+        """grad where x > 0, else 0 (0 at x == 0, as PyTorch); grad's dtype."""
+        raise NotImplementedError
+
+    @staticmethod
+    def abs(a):
+        """|a|."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sign(a):
+        """-1, 0 or 1 by the sign of a, in a's dtype."""
+        raise NotImplementedError
+
+    @staticmethod
+    def maximum(a, b):
+        """The larger of a and b (nan if either is nan)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def minimum(a, b):
+        """The smaller of a and b (nan if either is nan)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def where(condition, a, b):
+        """a where the bool ``condition`` holds, else b (all three broadcast)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def clip(x, low, high):
+        """x limited to [low, high]; either bound may be None (no limit on that side)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def equal(a, b):
+        """a == b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def not_equal(a, b):
+        """a != b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def less(a, b):
+        """a < b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def less_equal(a, b):
+        """a <= b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def greater(a, b):
+        """a > b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def greater_equal(a, b):
+        """a >= b, bool."""
+        raise NotImplementedError
+
+    @staticmethod
+    def logical_not(a):
+        """not a, for a bool array."""
+        raise NotImplementedError
+
+    @staticmethod
+    def logical_and(a, b):
+        """a and b, for bool operands (broadcasting)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def logical_or(a, b):
+        """a or b, for bool operands (broadcasting)."""
+        raise NotImplementedError
+
+    # -- reductions (axis: None for all, an int, or a tuple of non-negative ints) ---------------
+
+    @staticmethod
+    def sum(x, axis=None, keepdims=False):
+        """Σ over ``axis``. Floating x sums in its own dtype; bool/int x gives int64."""
+        raise NotImplementedError
+
+    @staticmethod
+    def max(x, axis=None, keepdims=False):
+        """The largest element over ``axis`` (``ValueError`` over an empty axis)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def min(x, axis=None, keepdims=False):
+        """The smallest element over ``axis`` (``ValueError`` over an empty axis)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def argmax(x, axis=None, keepdims=False):
+        """int64 index of the largest element along the int ``axis`` (flattened when None);
+        the first one on ties."""
+        raise NotImplementedError
+
+    @staticmethod
+    def argmin(x, axis=None, keepdims=False):
+        """int64 index of the smallest element; the first one on ties."""
+        raise NotImplementedError
+
+    # -- movement and indexing -------------------------------------------------------------------
+
+    @staticmethod
+    def reshape(x, shape):
+        """The same elements (C order) in ``shape``. May alias x."""
+        raise NotImplementedError
+
+    @staticmethod
+    def transpose(x, axes):
+        """Axes permuted by the tuple ``axes``. May alias x."""
+        raise NotImplementedError
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        """x broadcast to ``shape`` (NumPy's rules). May alias x; read-only."""
+        raise NotImplementedError
+
+    @staticmethod
+    def getitem(x, index):
+        """``x[index]`` with ``index`` a tuple of ints, slices, None, Ellipsis and integer arrays
+        of this backend (advanced indexing, NumPy's rules). May alias x when no array is in the
+        index. ``IndexError`` when out of range."""
+        raise NotImplementedError
+
+    @staticmethod
+    def index_add(shape, index, values, dtype):
+        """Zeros of ``shape`` and ``dtype`` with ``values`` added at ``index`` (getitem's rules):
+        getitem's adjoint. Repeated indices accumulate."""
+        raise NotImplementedError
+
+    @staticmethod
+    def take(table, indices):
+        """Rows of ``table`` picked by the integer array ``indices``: shape
+        ``indices.shape + table.shape[1:]`` (a gather along axis 0). ``IndexError`` naming the
+        first index outside [0, len(table)) (negative indices are errors, not wrapped)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def one_hot(indices, num_classes, dtype):
+        """``indices.shape + (num_classes,)`` of ``dtype``: 1 at each index, 0 elsewhere.
+        ``IndexError`` naming the first index outside [0, num_classes)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def nonzero(mask):
+        """The positions where the bool ``mask`` is true, as a tuple of int64 arrays (one per
+        axis), C order. The one primitive whose output shape depends on values: a device backend
+        must wait for the count."""
+        raise NotImplementedError
+
+    @staticmethod
+    def concatenate(arrays, axis):
+        """The arrays (a sequence) joined along an existing ``axis``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def stack(arrays, axis):
+        """The same-shaped arrays joined along a new ``axis``."""
+        raise NotImplementedError
+
+    # -- linear algebra --------------------------------------------------------------------------
+
+    @staticmethod
+    def matmul(a, b):
+        """Matrix product of arrays with at least 2 dimensions; leading (batch) axes broadcast.
+        Equal floating dtypes; the result has that dtype."""
+        raise NotImplementedError
+
+    # -- random numbers --------------------------------------------------------------------------
+
+    @staticmethod
+    def random_uniform(shape, dtype, key, counter):
+        """Samples of U[0, 1) in floating ``dtype`` from the Philox4x32-10 stream at ``key`` (two
+        uint32 words, a tuple of ints) starting at block ``counter`` (an int < 2**64).
+
+        Counter-based: the stream is a pure function of (key, counter), so any device computes
+        the same numbers and a generator's state is just its key and counter. Block b yields four
+        32-bit words; the words of blocks counter, counter+1, ... are consumed in order, element
+        i (C order) taking word i (float32: its top 24 bits times 2**-24; float16: top 11 bits
+        times 2**-11) or words 2i, 2i+1 (float64: 27 + 26 bits times 2**-53). Uses :func:`random_blocks` blocks.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def random_normal(shape, dtype, key, counter):
+        """Samples of N(0, 1) from the same stream: element i takes two 53-bit uniforms u1, u2
+        (words 4i..4i+3 of the stream) and is sqrt(-2 ln(1 - u1)) · cos(2π u2) (Box-Muller),
+        computed in float64 and rounded once to ``dtype``. Uses :func:`random_blocks` blocks."""
+        raise NotImplementedError
+
+    # -- convolution and pooling kernels ---------------------------------------------------------
+
+    @staticmethod
+    def im2col(x, kernel_size, stride, padding, dilation):
+        """Receptive fields of x (N, C, H, W) as columns (C·kh·kw, N·OH·OW); geometry arguments
+        are pairs of ints. ``ValueError`` when the output would be empty."""
+        raise NotImplementedError
+
+    @staticmethod
+    def col2im(cols, x_shape, kernel_size, stride, padding, dilation):
+        """im2col's adjoint: each column entry added back onto the input pixel it came from."""
+        raise NotImplementedError
+
+    @staticmethod
+    def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+        """``(out, argmax)``: window maxima of x (N, C, H, W) and, as int64, the flat position
+        (within its H·W plane) of each winner, for the backward pass."""
+        raise NotImplementedError
+
+    @staticmethod
+    def max_pool2d_backward(grad_out, argmax, x_shape):
+        """Each output gradient added to its window's winner; zeros elsewhere."""
+        raise NotImplementedError
+
+    @staticmethod
+    def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+        """Window means (PyTorch's divisor rules for padding and ceil_mode)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def avg_pool2d_backward(grad_out, x_shape, kernel_size, stride, padding, ceil_mode,
+                            count_include_pad):
+        """Each output gradient spread evenly over its window (same divisors as forward)."""
+        raise NotImplementedError
+
+    # -- neural-network kernels ------------------------------------------------------------------
+
+    @staticmethod
+    def softmax(x, axis):
+        """exp(x) / Σ exp(x) along the int ``axis``, stable for large x."""
+        raise NotImplementedError
+
+    @staticmethod
+    def log_softmax(x, axis):
+        """x - logsumexp(x) along ``axis``, stable for large x."""
+        raise NotImplementedError
+
+    @staticmethod
+    def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
+        """``(losses, log_probs)``: per-row cross-entropy of logits (N, C) against int64 class
+        targets (N,), 0 on rows whose target is ``ignore_index``. ``ValueError`` naming the first
+        other target outside [0, C)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
+                                       label_smoothing):
+        """d losses / d logits scaled by ``grad_losses`` (N,): softmax - target distribution."""
+        raise NotImplementedError
+
+    @staticmethod
+    def gelu_forward(x, approximate):
+        """GELU, exact (``"none"``) or the tanh approximation (``"tanh"``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def gelu_backward(grad, x, approximate):
+        """grad · GELU'(x)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def layer_norm_forward(x, weight, bias, eps):
+        """``(y, mean, rstd)`` for rows of x (M, D); weight and bias (D,) or None."""
+        raise NotImplementedError
+
+    @staticmethod
+    def layer_norm_backward(grad, x, mean, rstd, weight):
+        """``(dx, dweight, dbias)``; the last two None without a weight."""
+        raise NotImplementedError
+
+    # -- optimizer kernels (in place: they update the parameter and state arrays) ----------------
+
+    @staticmethod
+    def sgd_update(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
+                   maximize, first_step):
+        """One SGD step in place (formula and rounding order: the reference's docstring).
+        ``param`` and the buffer must own contiguous writable memory (``ValueError`` otherwise)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2,
+                    eps, weight_decay, decoupled_weight_decay, amsgrad, maximize):
+        """One Adam/AdamW step in place (formula and rounding order: the reference's docstring)."""
+        raise NotImplementedError
+
+
+def _primitive_names() -> tuple:
+    # Every public staticmethod of the contract, in the order written above.
+    return tuple(name for name, value in vars(Backend).items()
+                 if isinstance(value, staticmethod))
+
+
+ALL_PRIMITIVES = _primitive_names()
+"""The names of every primitive, in the contract's order."""
+
+
+def signature(name: str) -> inspect.Signature:
+    """The contract's signature of primitive ``name``."""
+    return inspect.signature(getattr(Backend, name))
+
+
+def random_blocks(count: int, dtype, distribution: str) -> int:
+    """How many Philox blocks (four 32-bit words each) a draw of ``count`` samples consumes.
+
+    Host arithmetic shared by every backend and by :class:`minidl.Generator`, which advances its
+    counter by this much after each draw: U[0, 1) takes one word per float16/float32 sample and
+    two per float64 sample; N(0, 1) takes four words (two 53-bit uniforms) per sample.
+    """
+    import numpy as np
+    if distribution == "normal":
+        words = 4 * count
+    elif distribution == "uniform":
+        words = count * (2 if np.dtype(dtype).itemsize == 8 else 1)
+    else:
+        raise ValueError(f"random_blocks: unknown distribution {distribution!r}")
+    return -(-words // 4)

@@ -4,7 +4,8 @@
   saved to and restored from one minidl file, restore all-or-nothing;
 * :class:`CheckpointManager` (``manager.py``) — a directory of checkpoints: when to save,
   file names (``naming.py``), what to keep (``retention.py``), background saving
-  (``async_writer.py``) and resuming from the newest sound file.
+  (``async_writer.py``) and resuming from the newest sound file;
+* :func:`latest_checkpoint` (``latest.py``) — the newest checkpoint file in a directory.
 
 Everything here is built on :mod:`minidl.io` (the file format) and on the
 ``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.
@@ -12,8 +13,9 @@ Everything here is built on :mod:`minidl.io` (the file format) and on the
 
 from minidl.checkpoint.checkpoint import (
     Checkpoint, RestoreInfo, StagedCheckpoint, StateMismatchError)
+from minidl.checkpoint.latest import latest_checkpoint
 from minidl.checkpoint.manager import CheckpointManager
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 
 __all__ = ["Checkpoint", "CheckpointManager", "RestoreInfo", "StagedCheckpoint",
-           "StateMismatchError", "RetentionPolicy", "CheckpointRecord"]
+           "StateMismatchError", "RetentionPolicy", "CheckpointRecord", "latest_checkpoint"]

@@ -67,8 +67,10 @@ class CheckpointManager:
     """Saves a :class:`~minidl.checkpoint.Checkpoint` into ``directory`` on a schedule, keeps
     the files its policies ask for, and resumes from the newest sound one.
 
-    ``resume=False`` starts a new run beside existing ones: when the directory already has
-    checkpoints with ``prefix``, this run writes under ``prefix_N`` and never touches them.
+    ``resume=True`` (the default) continues the newest run of ``prefix`` in the directory
+    (``prefix``, or the highest ``prefix_N``).  ``resume=False`` starts a new run beside
+    existing ones: when the directory already has checkpoints with ``prefix``, this run
+    writes under the next free ``prefix_N`` and never touches them.
     ``clock`` (seconds, like ``time.time``) may be replaced, e.g. by a fake one in tests.
     ``key`` encrypts the files (and is needed to read them).
     """
@@ -96,7 +98,8 @@ class CheckpointManager:
 
         naming.check_prefix(prefix)
         names = self._list_directory()
-        self.prefix = prefix if resume else naming.fresh_prefix(prefix, names)
+        self.prefix = (naming.newest_run_prefix(prefix, names) if resume
+                       else naming.fresh_prefix(prefix, names))
         if self.is_writer:
             os.makedirs(self.directory, exist_ok=True)
             self._remove_leftovers(names)
@@ -130,7 +133,7 @@ class CheckpointManager:
             if parsed is None:
                 continue
             path = os.path.join(self.directory, name)
-            record = CheckpointRecord(path, parsed.step, parsed.epoch)
+            record = CheckpointRecord(path, parsed.step, parsed.epoch, batch=parsed.batch)
             try:
                 saved_by_manager = read_header(path, key=self.key).metadata.get("manager", {})
             except CheckpointError:
@@ -176,9 +179,11 @@ class CheckpointManager:
         if self._writer is not None:
             self._writer.raise_pending()
 
-    def maybe_save(self, step: int, metrics: dict | None = None) -> str | None:
+    def maybe_save(self, step: int, metrics: dict | None = None, metadata: dict | None = None,
+                   *, epoch: int | None = None, batch: int | None = None) -> str | None:
         """Save if ``save_every_steps`` steps or ``save_every_seconds`` seconds have passed
-        since the last save; returns the new checkpoint's path, or None."""
+        since the last save; returns the new checkpoint's path, or None.  ``metadata``,
+        ``epoch`` and ``batch`` are as for :meth:`save`."""
         self._raise_background_error()
         due_by_steps = (self.save_every_steps is not None
                         and step - self._last_saved_step >= self.save_every_steps)
@@ -186,10 +191,14 @@ class CheckpointManager:
                        and self.clock() - self._last_save_time >= self.save_every_seconds)
         if not (due_by_steps or due_by_time) or step == self._last_saved_step:
             return None
-        return self.save(step, metrics)
+        return self.save(step, metrics, metadata, epoch=epoch, batch=batch)
 
-    def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None) -> str | None:
+    def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None, *,
+             epoch: int | None = None, batch: int | None = None) -> str | None:
         """Save now; returns the path (None on ranks that are not the writer).
+
+        The file name carries ``epoch`` and the ``batch`` within it when given (a training
+        loop knows them, counted from 1), else the tracked reader's epoch counter.
 
         With ``async_save`` this returns once the state is snapshotted; the file is
         committed in the background (``wait()`` blocks until it is).
@@ -212,9 +221,11 @@ class CheckpointManager:
                                            reuse=self._spare_tensors)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
-        path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step,
-                                                             staged.epoch))
-        record = CheckpointRecord(path, staged.step, staged.epoch, float(now), metrics)
+        if epoch is None:
+            epoch, batch = staged.epoch, None
+        path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step, epoch,
+                                                             batch))
+        record = CheckpointRecord(path, staged.step, epoch, float(now), metrics, batch=batch)
         if self._writer is None:
             self._write_and_commit(staged, record)
         else:
@@ -258,6 +269,15 @@ class CheckpointManager:
         self.wait()
         return self._restore_first_sound(lambda records: list(reversed(records)), strict,
                                          "newest")
+
+    def restore(self, path, strict: bool = True) -> int:
+        """Restore the chosen checkpoint file ``path`` (of this run or any other); returns its
+        step.  The save schedule counts from there, as after :meth:`restore_latest`."""
+        self.wait()
+        info = self.checkpoint.restore(path, key=self.key, strict=strict)
+        self.last_restored = info
+        self._last_saved_step, self._last_save_time = info.step, self.clock()
+        return info.step
 
     def restore_best(self, strict: bool = True) -> int | None:
         """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""

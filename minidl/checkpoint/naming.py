@@ -1,11 +1,18 @@
 """Checkpoint file names: what they say, and how to read them back.
 
-A name carries the run's prefix, the epoch (when the checkpoint tracks a data reader) and
-the step, zero-padded so that names sort in training order::
+A name carries the run's prefix, where training stood, and the global step, zero-padded so
+that names sort in training order::
 
-    cnn-step00000120.mdl
-    cnn-epoch0003-step00000120.mdl
-    cnn_2-step00000050.mdl        # a second run told not to resume (MindSpore's "_N")
+    cnn-step00000120.mdl                        no data reader tracked: the step only
+    cnn-epoch0003-step00000120.mdl              the tracked reader's epoch counter
+    cnn-epoch0004-batch00013-step00000133.mdl   from ``fit``: batch 13 of epoch 4 (from 1)
+    cnn_2-step00000050.mdl                      a second run (MindSpore's "_N")
+
+An epoch counter alone is ambiguous (the end of epoch 3 and the middle of epoch 4 both
+have 3 epochs done), so whoever knows the batch within the epoch -- the training loop --
+passes it and the name says both.  A directory may hold several runs of one prefix:
+``prefix``, ``prefix_2``, ``prefix_3``, ...; a resuming run continues the newest (highest
+number) and a new run takes the next free number.
 
 The manager learns everything it needs by listing the directory and parsing these names,
 so there is no separate index file that a crash could leave out of date.  Files written by
@@ -24,6 +31,7 @@ from minidl.io.atomic import final_name_of_temp
 EXTENSION = ".mdl"
 STEP_DIGITS = 8
 EPOCH_DIGITS = 4
+BATCH_DIGITS = 5
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class CheckpointName:
     prefix: str
     step: int
     epoch: int | None
+    batch: int | None = None
 
 
 def check_prefix(prefix: str) -> str:
@@ -43,25 +52,34 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def file_name(prefix: str, step: int, epoch: int | None = None) -> str:
-    """The name of the checkpoint for ``step`` (and ``epoch``, when known)."""
+def file_name(prefix: str, step: int, epoch: int | None = None,
+              batch: int | None = None) -> str:
+    """The name of the checkpoint for ``step`` (and ``epoch``, and the ``batch`` within that
+    epoch, when known)."""
+    if batch is not None and epoch is None:
+        raise ValueError("file_name: a batch number needs its epoch")
     epoch_part = f"-epoch{epoch:0{EPOCH_DIGITS}d}" if epoch is not None else ""
-    return f"{prefix}{epoch_part}-step{step:0{STEP_DIGITS}d}{EXTENSION}"
+    batch_part = f"-batch{batch:0{BATCH_DIGITS}d}" if batch is not None else ""
+    return f"{prefix}{epoch_part}{batch_part}-step{step:0{STEP_DIGITS}d}{EXTENSION}"
+
+
+# [0-9], not \d: \d also matches the digits of other scripts, which int() accepts.
+_POSITION = r"(?:-epoch([0-9]+)(?:-batch([0-9]+))?)?-step([0-9]+)"
 
 
 def _pattern(prefix: str) -> re.Pattern:
-    # [0-9], not \d: \d also matches the digits of other scripts, which int() accepts.
-    return re.compile(re.escape(prefix) + r"(?:-epoch([0-9]+))?-step([0-9]+)"
-                      + re.escape(EXTENSION))
+    return re.compile(re.escape(prefix) + _POSITION + re.escape(EXTENSION))
 
 
 def parse_name(prefix: str, name: str) -> CheckpointName | None:
-    """The step and epoch in ``name`` if it is a checkpoint of exactly this prefix, else None."""
+    """Where ``name`` says training stood, if it is a checkpoint of exactly this prefix, else
+    None."""
     match = _pattern(prefix).fullmatch(name)
     if match is None:
         return None
-    epoch = int(match.group(1)) if match.group(1) is not None else None
-    return CheckpointName(prefix, int(match.group(2)), epoch)
+    epoch, batch, step = match.groups()
+    return CheckpointName(prefix, int(step), None if epoch is None else int(epoch),
+                          None if batch is None else int(batch))
 
 
 def is_leftover_temp(prefix: str, name: str) -> bool:
@@ -72,8 +90,7 @@ def is_leftover_temp(prefix: str, name: str) -> bool:
 
 def run_prefixes(prefix: str, names) -> set[str]:
     """Every run prefix (``prefix``, ``prefix_2``, ...) that has a checkpoint among ``names``."""
-    pattern = re.compile(re.escape(prefix) + r"(_[0-9]+)?(?:-epoch[0-9]+)?-step[0-9]+"
-                         + re.escape(EXTENSION))
+    pattern = re.compile(re.escape(prefix) + r"(_[0-9]+)?" + _POSITION + re.escape(EXTENSION))
     found = set()
     for name in names:
         match = pattern.fullmatch(name)
@@ -82,11 +99,21 @@ def run_prefixes(prefix: str, names) -> set[str]:
     return found
 
 
+def _run_number(prefix: str, run_prefix: str) -> int:
+    return 1 if run_prefix == prefix else int(run_prefix[len(prefix) + 1:])
+
+
+def newest_run_prefix(prefix: str, names) -> str:
+    """The prefix of the newest run (highest ``_N``) that has a checkpoint among ``names``;
+    ``prefix`` itself when there is none. This is the run a resuming run continues."""
+    used = run_prefixes(prefix, names)
+    return max(used, key=lambda p: _run_number(prefix, p)) if used else prefix
+
+
 def fresh_prefix(prefix: str, names) -> str:
     """``prefix`` when no checkpoint uses it, else ``prefix_N`` with N one past the highest
     in use (N >= 2), so run numbers keep increasing."""
     used = run_prefixes(prefix, names)
     if prefix not in used:
         return prefix
-    numbers = [int(p[len(prefix) + 1:]) for p in used if p != prefix]
-    return f"{prefix}_{max(numbers, default=1) + 1}"
+    return f"{prefix}_{max(_run_number(prefix, p) for p in used) + 1}"

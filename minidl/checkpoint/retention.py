@@ -27,6 +27,7 @@ class CheckpointRecord:
     epoch: int | None = None
     time: float | None = None           # the manager's clock when it was saved
     metrics: dict = field(default_factory=dict)
+    batch: int | None = None            # the batch within ``epoch``, when the name says it
 
 
 @dataclass(frozen=True)

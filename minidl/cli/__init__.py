@@ -39,7 +39,10 @@ def _available_commands() -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per available command."""
+    from minidl import __version__
+
     parser = argparse.ArgumentParser(prog="minidl", description="Work with minidl files.")
+    parser.add_argument("--version", action="version", version=f"minidl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in _available_commands().items():
         module = importlib.import_module(module_name)

@@ -21,6 +21,9 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("a", help="first minidl file")
     parser.add_argument("b", help="second minidl file")
+    parser.add_argument("--full", action="store_true",
+                        help="list every differing list item (default: grouped per list) and "
+                             "every differing tensor")
     add_key_argument(parser)
 
 
@@ -42,8 +45,8 @@ def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
     return worst
 
 
-def metadata_differences(a, b, path: str = "") -> list[str]:
-    """Paths (``/a/0/b``) where two metadata trees differ."""
+def metadata_differences(a, b, path: str = "", show=repr) -> list[str]:
+    """Paths (``/a/0/b``) where two metadata trees differ; values are shown with ``show``."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for key in list(a) + [k for k in b if k not in a]:
@@ -53,12 +56,13 @@ def metadata_differences(a, b, path: str = "") -> list[str]:
             elif key not in a:
                 out.append(f"{where}: only in B")
             else:
-                out.extend(metadata_differences(a[key], b[key], where))
+                out.extend(metadata_differences(a[key], b[key], where, show))
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in metadata_differences(x, y, f"{path}/{i}")]
+        return [d for i, (x, y) in enumerate(zip(a, b))
+                for d in metadata_differences(x, y, f"{path}/{i}", show)]
     same = (a == b) or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
-    return [] if same and type(a) is type(b) else [f"{path or '/'}: {a!r} != {b!r}"]
+    return [] if same and type(a) is type(b) else [f"{path or '/'}: {show(a)} != {show(b)}"]
 
 
 def run(args) -> int:
@@ -75,7 +79,10 @@ def run(args) -> int:
     lines = []
     if info_a.kind != info_b.kind:
         lines.append(f"kind: {info_a.kind!r} != {info_b.kind!r}")
-    lines += [f"metadata {d}" for d in metadata_differences(info_a.metadata, info_b.metadata)]
+    from minidl.cli.compact import short
+    show = repr if args.full else short
+    lines += [f"metadata {d}"
+              for d in metadata_differences(info_a.metadata, info_b.metadata, show=show)]
     for name, a in tensors_a.items():
         if name not in tensors_b:
             lines.append(f"tensor {name}: only in A")
@@ -86,6 +93,9 @@ def run(args) -> int:
         elif not np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
             lines.append(f"tensor {name}: max abs diff {max_abs_diff(a, b):.6g}")
     lines += [f"tensor {name}: only in B" for name in tensors_b if name not in tensors_a]
+    if not args.full:
+        from minidl.cli.compact import group_list_differences, limit_lines
+        lines = limit_lines(group_list_differences(lines), "differences")
     for line in lines:
         print(printable(line))
     if not lines:

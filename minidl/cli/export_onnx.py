@@ -1,8 +1,9 @@
 """``minidl export-onnx MODEL.mdl OUT.onnx --input-shape 1,1,8,8``: a saved model as ONNX.
 
 The model file is rebuilt with ``minidl.load_model`` (data only, nothing from the file is
-executed); the example input is zeros of the given shape and dtype, enough to trace the forward
-pass. The batch axis is made dynamic unless ``--static-batch`` is given.
+executed), or, given a training checkpoint written by ``fit``, its model part is (see
+:mod:`minidl.training.checkpoint_model`); the example input is zeros of the given shape and
+dtype, enough to trace the forward pass. The batch axis is made dynamic unless ``--static-batch`` is given.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ HELP = "export a minidl model file to ONNX, traced on zeros of --input-shape"
 def add_arguments(parser) -> None:
     from minidl.cli import add_key_argument
 
-    parser.add_argument("model", help="a minidl model file (from minidl.save_model)")
+    parser.add_argument("model", help="a minidl model file (from minidl.save_model), or a "
+                                      "checkpoint written by fit (its model part)")
     parser.add_argument("output", help="the ONNX file to write")
     parser.add_argument("--input-shape", required=True, action="append", metavar="N,C,...",
                         help="shape of the example input, comma separated; repeat it for a model "
@@ -41,6 +43,21 @@ def _shape(text: str) -> tuple:
     return shape
 
 
+def _load(path: str, key):
+    """A model file's model, or the model part of a ``fit`` checkpoint."""
+    import minidl
+    from minidl.io import read_header
+    from minidl.io.errors import WrongKindError
+
+    try:
+        return minidl.load_model(path, key=key)
+    except WrongKindError:
+        if read_header(path, key=key).kind != "checkpoint":
+            raise
+    from minidl.training.checkpoint_model import model_from_checkpoint
+    return model_from_checkpoint(path, key=key)
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -55,7 +72,7 @@ def run(args) -> int:
         print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 2
     try:
-        model = minidl.load_model(args.model, key=read_key(args))
+        model = _load(args.model, read_key(args))
     except (minidl.CheckpointError, OSError) as error:
         print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 1

@@ -15,6 +15,9 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("file", help="a minidl file")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--full", action="store_true",
+                        help="print every tensor and every metadata value (default: long lists "
+                             "summarised)")
     add_key_argument(parser)
 
 
@@ -64,12 +67,19 @@ def run(args) -> int:
     print(f"version:   {summary['version']}{'  (encrypted)' if info.encrypted else ''}")
     total = sum(t["bytes"] for t in summary["tensors"])
     print(f"tensors:   {len(summary['tensors'])} ({total:,} bytes)")
+    from minidl.cli.compact import format_tree, limit_lines
+
     names = [printable(t["name"]) for t in summary["tensors"]]
     width = max([len(name) for name in names] + [4])
+    rows = []
     for name, t in zip(names, summary["tensors"]):
         shape = "(" + ", ".join(map(str, t["shape"])) + ("," if len(t["shape"]) == 1 else "") + ")"
-        print(f"  {name:<{width}}  {t['dtype']:<8}  {shape}")
+        rows.append(f"  {name:<{width}}  {t['dtype']:<8}  {shape}")
+    for row in rows if args.full else limit_lines(rows, "tensors"):
+        print(row)
     print("metadata:")
-    for line in json.dumps(summary["metadata"], indent=2, default=str).splitlines():
-        print(f"  {line}")
+    lines = (json.dumps(summary["metadata"], indent=2, default=str).splitlines() if args.full
+             else format_tree(summary["metadata"]))
+    for line in lines:
+        print(f"  {printable(line)}")
     return 0

@@ -22,13 +22,21 @@ from minidl.io.writer import write_file
 ONNX_SUFFIX = ".onnx"
 
 
-def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -> None:
-    """Save ``model``'s topology and its ``state_dict()`` (weights and buffers) to ``path``."""
+MODEL_SUFFIX = ".mdl"
+
+
+def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -> str:
+    """Save ``model``'s topology and its ``state_dict()`` (weights and buffers) to ``path``;
+    ``.mdl`` is added when the name has no suffix.  Returns the path written."""
     from minidl.nn.spec import module_to_spec
 
+    path = os.fspath(path)
+    if not os.path.splitext(path)[1]:
+        path += MODEL_SUFFIX
     spec = module_to_spec(model)
     state = model.state_dict()
     write_file(path, {"spec": spec}, dict(state), kind="model", key=key, durable=durable)
+    return path
 
 
 def model_contents(path, metadata: dict, tensors: dict) -> dict:

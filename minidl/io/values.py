@@ -125,8 +125,10 @@ def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = N
     Every checksum is verified, also with ``mmap=True`` (read-only arrays mapped from the
     file, zero-copy).  ``verify=False`` trusts the tensor bytes unread (the header is
     still checked): only for files known to be sound.  A model file loads as
-    ``{"spec": ..., "state_dict": {...}}``.  Any problem with the file raises a
-    ``CheckpointError`` naming it.
+    ``{"spec": ..., "state_dict": {...}}``; a training checkpoint as its plain contents,
+    ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
+    "optimizer": {...}, ...}, ...}`` (``Checkpoint.restore`` puts them back into live objects).
+    Any problem with the file raises a ``CheckpointError`` naming it.
     """
     path = os.fspath(path)
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
@@ -135,6 +137,8 @@ def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = N
         from minidl.io.models import model_contents
 
         return model_contents(path, metadata, tensors)
+    if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
+        return decode_value(path, metadata, tensors)
     if "value" not in metadata:
         raise WrongKindError(path, f"is a {info.kind!r} file without a stored value; "
                                    "read it with minidl.io.read_file")

@@ -1,5 +1,8 @@
 """Weight initialisation, drawing from minidl's generators (the global one by default).
 
+Samples are drawn on the tensor's device and written into it in place: nothing crosses to or
+from the host.
+
 The fan-based schemes keep the variance of activations roughly constant from layer to layer:
 Kaiming (He) for ReLU-like nets scales by 1/fan_in, Xavier (Glorot) by 2/(fan_in + fan_out).
 """
@@ -59,8 +62,8 @@ def new_storage(shape, dtype, fill=None) -> np.ndarray:
 
 
 def _fill(tensor: Tensor, values) -> Tensor:
-    tensor.copy_(values.astype(tensor.dtype, copy=False))
-    return tensor
+    """Write ``values`` (an array of the tensor's backend, drawn on its device) into it in place."""
+    return tensor.copy_(Tensor._wrap(values, tensor.device))
 
 
 def fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
@@ -88,13 +91,15 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     if init_skipped():
         return tensor
-    return _fill(tensor, resolve(generator).uniform(a, b, tensor.shape, tensor.dtype))
+    return _fill(tensor, resolve(generator).uniform(a, b, tensor.shape, tensor.dtype,
+                                                    device=tensor.device))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     if init_skipped():
         return tensor
-    return _fill(tensor, resolve(generator).normal(mean, std, tensor.shape, tensor.dtype))
+    return _fill(tensor, resolve(generator).normal(mean, std, tensor.shape, tensor.dtype,
+                                                   device=tensor.device))
 
 
 def constant_(tensor: Tensor, value: float) -> Tensor:

@@ -263,8 +263,10 @@ class Module:
             if name not in state_dict:
                 continue
             value = state_dict[name]
-            value = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-            if value.shape != target.shape:
+            # Tensors stay where they are (a copy between tensors of one device never leaves
+            # it); anything else is host data.
+            value = value if isinstance(value, Tensor) else np.asarray(value)
+            if tuple(value.shape) != target.shape:
                 problems.append(f"{name}: shape {value.shape} in the state_dict, "
                                 f"{target.shape} in the model")
             elif assign and value.dtype != target.dtype:
@@ -285,10 +287,11 @@ class Module:
                 lines.append("  size or dtype mismatch: " + "; ".join(problems))
             raise StateDictMismatchError("\n".join(lines))
         for name, value in values.items():
-            if assign and own[name].device == "cpu":
-                own[name].data = value
+            if assign and not isinstance(value, Tensor):
+                # The array itself becomes the storage (on the CPU, no copy at all).
+                own[name].data = own[name].backend.from_numpy(value)
             else:
-                own[name].copy_(value.astype(own[name].dtype, copy=False))
+                own[name].copy_(value)
         return IncompatibleKeys(missing, unexpected)
 
     # -- description as data ---------------------------------------------------------------------
@@ -309,6 +312,25 @@ class Module:
         return cls(**config)
 
     # -- printing --------------------------------------------------------------------------------
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Number of parameter values (elements), shared parameters counted once;
+        ``trainable_only`` counts those with ``requires_grad``."""
+        from .summary import count_parameters
+        return count_parameters(self, trainable_only)
+
+    def summary(self, input_shape=None, *, example_input=None, print_fn=print) -> str:
+        """Print (with ``print_fn``; None prints nothing) and return a table of the layers:
+        name and type, output shape, parameter count, then the totals (Keras's summary).
+
+        ``input_shape=(1, 1, 8, 8)`` (or ``example_input=``) runs the model once in eval
+        mode, without gradients, to learn each layer's output shape.
+        """
+        from .summary import summarize
+        text = summarize(self, input_shape, example_input)
+        if print_fn is not None:
+            print_fn(text)
+        return text
 
     def extra_repr(self) -> str:
         try:

@@ -19,9 +19,13 @@ class Parameter(Tensor):
 
     def __init__(self, data, requires_grad: bool = True):
         if isinstance(data, Tensor):
-            device, data = data.device, data.numpy()
-        else:
-            device = "cpu"
+            # A copy made where the tensor lives: no trip through the host.
+            if data.dtype.kind != "f":
+                raise TypeError(f"Parameter: data must be floating point, got {data.dtype}")
+            self._hold(data.backend.copy(data.data), data.device, False)
+            self.requires_grad_(requires_grad)
+            return
+        device = "cpu"
         if isinstance(data, Placeholder):
             array = data.view(np.ndarray)  # stays a placeholder (init.skip_init): no copy
         else:

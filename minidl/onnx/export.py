@@ -137,8 +137,9 @@ def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, out
 
 def export_onnx(model, path, example_input, opset: int | None = None,
                 dynamic_batch: bool = True, input_names=None, output_names=None,
-                external_data_threshold: int | None = None) -> None:
-    """Write ``model`` as an ONNX file at ``path``, traced on ``example_input``.
+                external_data_threshold: int | None = None) -> str:
+    """Write ``model`` as an ONNX file at ``path`` (``.onnx`` is added when the name has no
+    suffix), traced on ``example_input``; returns the path written.
 
     ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
     the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
@@ -163,6 +164,8 @@ def export_onnx(model, path, example_input, opset: int | None = None,
                                                input_names, output_names)
 
     path = os.fspath(path)
+    if not os.path.splitext(path)[1]:
+        path += ".onnx"  # the conventional suffix, which tools (and load_model) go by
     arrays = builder.initializers
     external = [name for name in arrays if name in plan_external(arrays, external_data_threshold)]
     placements = write_side_file(path, arrays, external) if external else {}
@@ -191,3 +194,4 @@ def export_onnx(model, path, example_input, opset: int | None = None,
 
     data = proto.SerializeToString()
     write_atomically(path, lambda file: file.write(data))
+    return path

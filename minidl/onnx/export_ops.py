@@ -409,6 +409,12 @@ def _export_getitem(builder, inputs, attrs, output):
         builder.emit("Identity", [current], output, batch_now)
 
 
+def _export_embedding_lookup(builder, inputs, attrs, output):
+    # Gather along the table's rows: the output's leading axes are the indices' axes.
+    table, indices = _names(builder, inputs)
+    builder.emit("Gather", [table, indices], output, builder.batch_axis.get(indices), axis=0)
+
+
 def _export_identity(builder, inputs, attrs, output):
     (x,) = _names(builder, inputs)
     builder.emit("Identity", [x], output, builder.batch_axis[x])
@@ -435,4 +441,5 @@ FUNCTION_EXPORTERS = {
     pool.AvgPool2d: _export_avg_pool2d,
     nn_ops.Softmax: _softmax("Softmax"), nn_ops.LogSoftmax: _softmax("LogSoftmax"),
     nn_ops.LayerNorm: _export_layer_norm, nn_ops.BatchNorm: _export_batch_norm,
+    nn_ops.EmbeddingLookup: _export_embedding_lookup,
 }

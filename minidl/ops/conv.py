@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ..backend.geometry import conv_output_size
 from ._util import check_bias_and_dtype
 
 
@@ -29,8 +30,8 @@ class Conv2d(Function):
         out_channels, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups, self.weight = x.shape, groups, weight
-        out_h = be.conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
-        out_w = be.conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
+        out_h = conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
+        out_w = conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
         self.out_hw = (out_h, out_w)
         columns = n * out_h * out_w
         cols = be.im2col(x, *self.geometry)                     # (C·kh·kw, N·L)

@@ -196,11 +196,10 @@ class Clamp(Function):
     # Gradient passes where low <= a <= high, is 0 where the value was clipped.
     def forward(self, a, low, high):
         be = self.backend
-        self.inside = be.ones(a.shape, np.bool_)
-        if low is not None:
-            self.inside = self.inside & be.greater_equal(a, low)
-        if high is not None:
-            self.inside = self.inside & be.less_equal(a, high)
+        above = None if low is None else be.greater_equal(a, low)
+        below = None if high is None else be.less_equal(a, high)
+        self.inside = below if above is None else above if below is None else \
+            be.logical_and(above, below)
         return be.clip(a, low, high)
 
     def backward(self, grad):
@@ -228,20 +227,18 @@ class LogicalNot(Function):
         return self.backend.logical_not(a)
 
 
-# On {False, True} ordered False < True, "and" is the smaller of the two and "or" the larger,
-# so the existing minimum/maximum primitives compute them without widening the backend's list.
 class LogicalAnd(Function):
     differentiable = False
 
     def forward(self, a, b):
-        return self.backend.minimum(a, b)
+        return self.backend.logical_and(a, b)
 
 
 class LogicalOr(Function):
     differentiable = False
 
     def forward(self, a, b):
-        return self.backend.maximum(a, b)
+        return self.backend.logical_or(a, b)
 
 
 # -- functional forms ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
 from ._util import normalize_axis, require_float
-from .shape import getitem
+from .shape import where
 
 
 # -- softmax ---------------------------------------------------------------------------------------
@@ -79,10 +79,11 @@ class SoftmaxCrossEntropy(Function):
         total = be.sum(losses)
         if reduction == "sum":
             return total
-        # PyTorch's mean divides by the number of targets that are not ignored.
-        self.count = int(be.to_numpy(be.sum(be.not_equal(targets, ignore_index))))
-        return be.div(total, logits.dtype.type(self.count)) if self.count else \
-            be.full((), np.nan, logits.dtype)
+        # PyTorch's mean divides by the number of targets that are not ignored. The count stays
+        # on the device (reading it would wait for the device); with every target ignored the
+        # mean is nan, as PyTorch's (divided by nan rather than 0: the same nan, no warning).
+        self.count = be.sum(be.astype(be.not_equal(targets, ignore_index), logits.dtype))
+        return be.div(total, be.where(be.greater(self.count, 0), self.count, np.nan))
 
     def backward(self, grad):
         be = self.backend
@@ -90,8 +91,7 @@ class SoftmaxCrossEntropy(Function):
         if self.reduction == "none":
             per_sample = grad
         else:
-            scale = grad if self.reduction == "sum" else be.div(grad, grad.dtype.type(
-                max(self.count, 1)))
+            scale = grad if self.reduction == "sum" else be.div(grad, be.maximum(self.count, 1))
             per_sample = be.broadcast_to(scale, (n,))
         return be.softmax_cross_entropy_backward(per_sample, self.log_probs, self.targets,
                                                  self.ignore_index, self.smoothing)
@@ -132,7 +132,8 @@ def cross_entropy(logits: Tensor, targets, reduction: str = "mean", ignore_index
     if logits.ndim > 2:  # move the class axis last, then treat every position as a sample
         axes = (0,) + tuple(range(2, logits.ndim)) + (1,)
         logits = logits.permute(axes).reshape(-1, logits.shape[1])
-    flat_targets = targets.data.reshape(-1).astype(np.int64, copy=False)
+    be = targets.backend
+    flat_targets = be.astype(be.reshape(targets.data, (-1,)), np.int64)
     try:
         out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets,
                                         ignore_index=int(ignore_index),
@@ -151,17 +152,29 @@ def nll_loss(log_probs: Tensor, targets, reduction: str = "mean",
     if log_probs.ndim != 2 or targets.shape != (log_probs.shape[0],):
         raise ValueError(f"nll_loss: expected log_probs (N, C) and targets (N,), got "
                          f"{log_probs.shape} and {targets.shape}")
-    t = targets.numpy().astype(np.int64)
-    keep = t != ignore_index
-    if np.any((t[keep] < 0) | (t[keep] >= log_probs.shape[1])):
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"nll_loss: targets must be integer class indices, got {targets.dtype}")
+    if targets.device != log_probs.device:
+        raise ValueError(f"nll_loss: targets are on {targets.device}, log_probs on "
+                         f"{log_probs.device}")
+    # log p[target] is picked with a one-hot mask (all False on ignored rows), built on the
+    # device; the backend rejects targets out of range. where() rather than a product with the
+    # one-hot rows, so that the other, possibly -inf, entries are never multiplied by 0.
+    be = log_probs.backend
+    t = be.astype(targets.data, np.int64)
+    keep = be.not_equal(t, ignore_index)
+    try:
+        one_hot = be.one_hot(be.where(keep, t, 0), log_probs.shape[1], np.bool_)
+    except IndexError:
         raise ValueError(f"nll_loss: targets must be in [0, {log_probs.shape[1]}) or "
-                         f"ignore_index={ignore_index}")
-    # Selecting log p[target] is a dot product with a one-hot row (all zeros when ignored).
-    one_hot = np.zeros(log_probs.shape, log_probs.dtype)
-    one_hot[np.nonzero(keep)[0], t[keep]] = 1
-    losses = -(log_probs * Tensor(one_hot, device=log_probs.device)).sum(axis=1)
+                         f"ignore_index={ignore_index}") from None
+    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), log_probs.device)
+    losses = -where(picked, log_probs, 0.0).sum(axis=1)
     if reduction == "mean":
-        return losses.sum() * (1.0 / keep.sum() if keep.any() else float("nan"))
+        # Divided by the number of kept targets, counted on the device (nan if none is kept).
+        kept = be.sum(be.astype(keep, log_probs.dtype))
+        kept = be.where(be.greater(kept, 0), kept, np.nan)
+        return losses.sum() / Tensor._wrap(kept, log_probs.device)
     return _reduce_loss("nll_loss", losses, reduction)
 
 
@@ -212,9 +225,11 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
         return x
     if p == 1.0:
         return x * 0.0
-    keep = resolve(generator).bernoulli(1.0 - p, x.shape)
-    mask = Tensor((keep / (1.0 - p)).astype(x.dtype), device=x.device)
-    return x * mask
+    # The mask is drawn on x's device, and is 1/(1-p) where kept, 0 where dropped.
+    be = x.backend
+    keep = resolve(generator).bernoulli(1.0 - p, x.shape, device=x.device)
+    mask = be.where(keep, be.full((), 1.0 / (1.0 - p), x.dtype), be.zeros((), x.dtype))
+    return x * Tensor._wrap(mask, x.device)
 
 
 # -- normalisation ---------------------------------------------------------------------------------
@@ -320,14 +335,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {x.shape}")
-        mean = be.sum(x.data, axis=axes) / x.dtype.type(count)
+        mean = be.div(be.sum(x.data, axis=axes), x.dtype.type(count))
         centered = be.sub(x.data, be.reshape(mean, (1, -1) + (1,) * (x.ndim - 2)))
-        var = be.sum(be.mul(centered, centered), axis=axes) / x.dtype.type(count)
+        var = be.div(be.sum(be.mul(centered, centered), axis=axes), x.dtype.type(count))
+        # The running statistics are updated in place: state_dict() hands out their storage.
         if running_mean is not None:
-            running_mean.data[...] = (1 - momentum) * running_mean.data + momentum * mean
+            _move_towards(be, running_mean.data, mean, momentum)
         if running_var is not None:
-            unbiased = var * x.dtype.type(count / (count - 1))
-            running_var.data[...] = (1 - momentum) * running_var.data + momentum * unbiased
+            unbiased = be.mul(var, x.dtype.type(count / (count - 1)))
+            _move_towards(be, running_var.data, unbiased, momentum)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: evaluation needs running_mean and running_var")
@@ -336,16 +352,36 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     return BatchNorm.apply(*inputs, mean=mean, var=var, eps=eps, batch_stats=training)
 
 
+def _move_towards(be, running, batch, momentum: float) -> None:
+    """running = (1 - momentum)·running + momentum·batch, in place, in running's dtype."""
+    dtype = running.dtype.type
+    be.assign_(running, be.add(be.mul(running, dtype(1 - momentum)),
+                               be.mul(be.astype(batch, running.dtype), dtype(momentum))))
+
+
 # -- embedding -------------------------------------------------------------------------------------
+
+class EmbeddingLookup(Function):
+    """Rows of the table picked by integer indices (a gather on the device); the gradient of
+    each picked row is scatter-added back into the table's gradient, so a row picked twice
+    receives both gradients."""
+
+    def forward(self, weight, indices):
+        self.indices, self.shape, self.dtype = indices, weight.shape, weight.dtype
+        return self.backend.take(weight, indices)
+
+    def backward(self, grad):
+        return self.backend.index_add(self.shape, (self.indices,), grad, self.dtype), None
+
 
 def embedding(indices, weight: Tensor) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices``; gradients scatter-add into those rows."""
     indices = indices if isinstance(indices, Tensor) else as_tensor(np.asarray(indices))
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
-    index = indices.numpy()
-    if index.size and (index.min() < 0 or index.max() >= weight.shape[0]):
-        bad = index[(index < 0) | (index >= weight.shape[0])][0]
-        raise IndexError(f"embedding: index {bad} is out of range for a table of "
-                         f"{weight.shape[0]} rows")
-    return getitem(weight, indices)
+    if indices.device != weight.device:
+        raise ValueError(f"embedding: indices are on {indices.device}, weight on {weight.device}")
+    try:  # the backend checks the range where the indices are
+        return EmbeddingLookup.apply(weight, indices)
+    except IndexError as error:
+        raise IndexError(f"embedding: {error} (a table of {weight.shape[0]} rows)") from None

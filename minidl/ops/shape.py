@@ -207,21 +207,28 @@ def broadcast_to(a: Tensor, shape) -> Tensor:
     return expand(a, tuple(shape))
 
 
-def _index_part(part, device):
+def _index_part(part, device, backend):
+    """One part of an index as the backend's getitem takes it; arrays stay on (or go to) the
+    tensor's device."""
     if isinstance(part, Tensor):
         if part.device != device:
             raise ValueError(f"getitem: index is on {part.device}, tensor on {device}")
-        part = part.numpy()
         if part.dtype.kind not in "biu":
             raise TypeError(f"getitem: tensors used as indices must be integer or bool, "
                             f"got {part.dtype}")
-    if isinstance(part, list):
-        part = np.asarray(part)
-    if isinstance(part, np.ndarray) and part.dtype == np.bool_:
-        return part.nonzero()  # masks become integer arrays, which index_add can scatter into
-    if isinstance(part, np.ndarray) and part.dtype.kind not in "iu":
-        raise TypeError(f"getitem: arrays used as indices must be integer or bool, "
-                        f"got {part.dtype}")
+        part = part.data
+    elif isinstance(part, (list, np.ndarray)):
+        host = np.asarray(part)
+        if host.dtype.kind not in "biu":
+            raise TypeError(f"getitem: arrays used as indices must be integer or bool, "
+                            f"got {host.dtype}")
+        part = backend.from_numpy(host)  # index data the caller gave on the host
+    else:
+        return (part,)
+    if part.dtype == np.bool_:
+        # Masks become integer arrays, which index_add can scatter into. How many elements a
+        # mask selects decides the output's shape, so this waits for the device.
+        return backend.nonzero(part)
     return (part,)
 
 
@@ -229,7 +236,7 @@ def getitem(a: Tensor, index) -> Tensor:
     parts = index if isinstance(index, tuple) else (index,)
     flat = []
     for part in parts:
-        flat.extend(_index_part(part, a.device))
+        flat.extend(_index_part(part, a.device, a.backend))
     try:
         return GetItem.apply(a, index=tuple(flat))
     except IndexError as error:

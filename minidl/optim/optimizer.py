@@ -236,7 +236,7 @@ class Optimizer:
             if set_to_none:
                 param.grad = None
             else:
-                _grad_array(param)[...] = 0
+                get_backend(param.device).fill_(_grad_array(param), 0)
 
     def step(self, closure=None):
         """Update every parameter that has a gradient. ``closure`` re-evaluates and returns the loss."""

@@ -1,6 +1,31 @@
 """A high-level training loop (``md.fit`` / ``Trainer``) with checkpointed, exactly resumable
-progress, callbacks (EarlyStopping, ModelCheckpoint), a progress bar and a metric history."""
+progress (``CheckpointConfig``), callbacks, metrics, ``evaluate``/``predict``, a progress bar
+and a metric history.
 
-from .callbacks import Callback, EarlyStopping, ModelCheckpoint  # noqa: F401
-from .history import History, plot_history  # noqa: F401
-from .trainer import Trainer, fit  # noqa: F401
+``trainer.py`` is the loop; ``config.py`` the checkpoint policies; ``resume.py`` and
+``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
+inside a checkpoint; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
+evaluation and prediction; ``callbacks.py``, ``progress.py`` and ``history.py`` what the user
+sees and hooks into.
+"""
+
+from .callbacks import (
+    Callback, CSVLogger, EarlyStopping, LambdaCallback, LearningRateScheduler, ModelCheckpoint,
+    ReduceLROnPlateau,
+)
+from .config import CheckpointConfig
+from .evaluation import evaluate, predict
+from .history import History, plot_history
+from .metrics import (
+    Accuracy, F1Score, MeanAbsoluteError, MeanSquaredError, Metric, Precision, Recall,
+    TopKAccuracy,
+)
+from .trainer import Trainer, fit
+
+__all__ = [
+    "fit", "Trainer", "CheckpointConfig", "History", "plot_history", "evaluate", "predict",
+    "Callback", "EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "LearningRateScheduler",
+    "CSVLogger", "LambdaCallback",
+    "Metric", "Accuracy", "TopKAccuracy", "Precision", "Recall", "F1Score", "MeanAbsoluteError",
+    "MeanSquaredError",
+]

@@ -18,7 +18,7 @@ def _as_output(value):
     return value if isinstance(value, md.Tensor) else md.tensor(value)
 
 
-def numerical_vjp(f, arrays, weights, index, eps):
+def numerical_vjp(f, arrays, weights, index, eps, device="cpu"):
     """Central-difference estimate of ∂(Σ w ⊙ f)/∂arrays[index], holding the others fixed."""
     base = [np.array(a, dtype=np.float64, copy=True) for a in arrays]
     target = base[index]
@@ -28,17 +28,19 @@ def numerical_vjp(f, arrays, weights, index, eps):
         for i in range(flat.size):
             original = flat[i]
             flat[i] = original + eps
-            plus = _as_output(f(*[md.tensor(a, dtype=np.float64) for a in base])).numpy()
+            plus = _as_output(f(*[md.tensor(a, dtype=np.float64, device=device)
+                                  for a in base])).numpy()
             flat[i] = original - eps
-            minus = _as_output(f(*[md.tensor(a, dtype=np.float64) for a in base])).numpy()
+            minus = _as_output(f(*[md.tensor(a, dtype=np.float64, device=device)
+                                   for a in base])).numpy()
             flat[i] = original
             flat_grad[i] = np.sum(weights * (plus.astype(np.float64) - minus)) / (2 * eps)
     return grad
 
 
-def analytic_vjp(f, arrays, weights, wrt):
+def analytic_vjp(f, arrays, weights, wrt, device="cpu"):
     """Gradients from ``backward(grad=weights)`` for the inputs listed in ``wrt``."""
-    tensors = [md.tensor(a, dtype=np.float64, requires_grad=i in wrt)
+    tensors = [md.tensor(a, dtype=np.float64, device=device, requires_grad=i in wrt)
                for i, a in enumerate(arrays)]
     out = f(*tensors)
     assert out.requires_grad, "the output does not depend on any input that requires grad"
@@ -51,25 +53,27 @@ def analytic_vjp(f, arrays, weights, wrt):
     return out, grads
 
 
-def check_gradients(f, *arrays, wrt=None, eps=1e-6, rtol=1e-6, atol=1e-8, seed=0):
+def check_gradients(f, *arrays, wrt=None, eps=1e-6, rtol=1e-6, atol=1e-8, seed=0, device="cpu"):
     """Assert that backward's gradients of f match central differences in float64.
 
     ``f`` takes one float64 Tensor per array (integer data such as class targets should be
     closed over, not passed) and returns a Tensor. ``wrt`` lists the indices of the arrays to
-    check (default: all). Returns the analytic gradients.
+    check (default: all); ``device`` is where the tensors are made. Returns the analytic
+    gradients.
     """
     wrt = tuple(range(len(arrays))) if wrt is None else tuple(wrt)
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
     with md.no_grad():
-        out_shape = _as_output(f(*[md.tensor(a, dtype=np.float64) for a in arrays])).shape
+        out_shape = _as_output(f(*[md.tensor(a, dtype=np.float64, device=device)
+                                   for a in arrays])).shape
     weights = np.random.default_rng(seed).standard_normal(out_shape)
-    out, analytic = analytic_vjp(f, arrays, weights, wrt)
+    out, analytic = analytic_vjp(f, arrays, weights, wrt, device)
     assert out.dtype == np.float64, f"float64 inputs gave a {out.dtype} output"
     for index, grad in zip(wrt, analytic):
         assert grad.shape == arrays[index].shape, (
             f"gradient of input {index} has shape {grad.shape}, input has {arrays[index].shape}")
         assert grad.dtype == np.float64, f"gradient of input {index} is {grad.dtype}"
-        expected = numerical_vjp(f, arrays, weights, index, eps)
+        expected = numerical_vjp(f, arrays, weights, index, eps, device)
         np.testing.assert_allclose(grad, expected, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of input {index}")
     return analytic

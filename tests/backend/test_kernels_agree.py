@@ -13,8 +13,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from minidl.backend import numba_cpu as fast
-from minidl.backend import reference as ref
+from minidl.backend.geometry import conv_output_size
+from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.reference import ReferenceBackend
+from minidl.backend.reference.pool import pool_output_size
+
+fast, ref = NumbaCpuBackend(), ReferenceBackend()
 
 KERNEL_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = [np.float32, np.float64]
@@ -57,7 +61,7 @@ def conv_fits(case):
     _, _, height, width = case["shape"]
     try:
         for axis, size in enumerate((height, width)):
-            ref.conv_output_size(
+            conv_output_size(
                 size, case["kernel_size"][axis], case["stride"][axis], case["padding"][axis], case["dilation"][axis]
             )
     except ValueError:
@@ -99,7 +103,7 @@ def test_im2col_accepts_non_contiguous_input():
 
 def test_conv_output_size_rejects_empty_output():
     with pytest.raises(ValueError, match="input size 2, kernel 5"):
-        fast.conv_output_size(2, 5, 1, 0, 1)
+        conv_output_size(2, 5, 1, 0, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +126,7 @@ def pool_fits(case, dilation):
     _, _, height, width = case["shape"]
     try:
         for axis, size in enumerate((height, width)):
-            ref.pool_output_size(
+            pool_output_size(
                 size, case["kernel_size"][axis], case["stride"][axis], case["padding"][axis], dilation[axis],
                 case["ceil_mode"],
             )

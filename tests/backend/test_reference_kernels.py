@@ -15,7 +15,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from minidl.backend import reference as ref
+from minidl.backend.geometry import conv_output_size
+from minidl.backend.reference import ReferenceBackend
+from minidl.backend.reference.pool import pool_output_size
+
+ref = ReferenceBackend()
 
 SETTINGS = settings(max_examples=20, deadline=None)
 
@@ -51,8 +55,8 @@ conv_geometry = st.tuples(
 def output_hw(height, width, kernel, stride, padding, dilation):
     try:
         return (
-            ref.conv_output_size(height, kernel[0], stride[0], padding[0], dilation[0]),
-            ref.conv_output_size(width, kernel[1], stride[1], padding[1], dilation[1]),
+            conv_output_size(height, kernel[0], stride[0], padding[0], dilation[0]),
+            conv_output_size(width, kernel[1], stride[1], padding[1], dilation[1]),
         )
     except ValueError:
         return None
@@ -124,7 +128,7 @@ def test_col2im_matches_finite_differences_of_im2col():
     [(28, 5, 1, 0, 1, 24), (28, 3, 1, 1, 1, 28), (7, 3, 2, 1, 1, 4), (10, 3, 1, 0, 2, 6), (5, 1, 3, 0, 1, 2)],
 )
 def test_conv_output_size_cases(size, kernel, stride, padding, dilation, expected):
-    assert ref.conv_output_size(size, kernel, stride, padding, dilation) == expected
+    assert conv_output_size(size, kernel, stride, padding, dilation) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,12 +153,12 @@ def test_conv_output_size_cases(size, kernel, stride, padding, dilation, expecte
     ],
 )
 def test_pool_output_size_follows_pytorch(size, kernel, stride, padding, dilation, ceil_mode, expected):
-    assert ref.pool_output_size(size, kernel, stride, padding, dilation, ceil_mode) == expected
+    assert pool_output_size(size, kernel, stride, padding, dilation, ceil_mode) == expected
 
 
 def test_pool_rejects_padding_over_half_the_kernel():
     with pytest.raises(ValueError, match="half the kernel"):
-        ref.pool_output_size(8, 2, 2, 2, 1, False)
+        pool_output_size(8, 2, 2, 2, 1, False)
 
 
 def test_avg_pool_divisors_hand_worked():
@@ -181,8 +185,8 @@ def test_avg_pool_divisors_hand_worked():
 
 def windows(height, width, kernel, stride, padding, dilation, ceil_mode):
     """Yield (oh, ow, [(ih, iw) of in-image taps in row-major order]) for every window."""
-    out_h = ref.pool_output_size(height, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
-    out_w = ref.pool_output_size(width, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+    out_h = pool_output_size(height, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+    out_w = pool_output_size(width, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
     for oh in range(out_h):
         for ow in range(out_w):
             taps = [
@@ -204,8 +208,8 @@ pool_geometry = st.tuples(
 
 def pool_fits(height, width, kernel, stride, padding, dilation, ceil_mode):
     try:
-        ref.pool_output_size(height, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
-        ref.pool_output_size(width, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
+        pool_output_size(height, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
+        pool_output_size(width, kernel[1], stride[1], padding[1], dilation[1], ceil_mode)
     except ValueError:
         return False
     return True

@@ -233,8 +233,34 @@ def test_resume_false_never_overwrites_an_earlier_run(tmp_path):
     assert [n for n in on_disk(tmp_path) if n.startswith("cnn_2")] == ["cnn_2-step00000003.mdl"]
     _, third = counter_manager(tmp_path, prefix="cnn", resume=False)
     assert third.prefix == "cnn_3"
+
+
+def test_resuming_continues_the_newest_run_not_the_first(tmp_path):
+    _, first = counter_manager(tmp_path, prefix="cnn")
+    first.save(5)
+    counter, second = counter_manager(tmp_path, prefix="cnn", resume=False)
+    counter.count = 7
+    second.save(2)
+    counter.count = 0
     _, resumed = counter_manager(tmp_path, prefix="cnn")
+    assert resumed.prefix == "cnn_2"
     assert resumed.restore_latest() == 2
+    assert resumed.checkpoint.objects["counter"].count == 7
+
+
+def test_names_with_epoch_and_batch_are_unambiguous_and_parse_back(tmp_path):
+    end_of_1 = naming.file_name("cnn", 40, epoch=1, batch=40)
+    middle_of_2 = naming.file_name("cnn", 53, epoch=2, batch=13)
+    assert end_of_1 == "cnn-epoch0001-batch00040-step00000040.mdl"
+    assert middle_of_2 == "cnn-epoch0002-batch00013-step00000053.mdl"
+    assert naming.parse_name("cnn", middle_of_2) == naming.CheckpointName("cnn", 53, 2, 13)
+    assert naming.newest_run_prefix("cnn", ["cnn_2-" + middle_of_2[4:], end_of_1,
+                                            "cnn_10-step00000001.mdl"]) == "cnn_10"
+    _, manager = counter_manager(tmp_path, prefix="cnn")
+    path = manager.save(53, epoch=2, batch=13)
+    assert os.path.basename(path) == middle_of_2
+    _, again = counter_manager(tmp_path, prefix="cnn")
+    assert again.latest == path
 
 
 def test_restore_latest_resets_the_save_schedule(tmp_path):

@@ -104,19 +104,42 @@ def test_rng_state_is_plain_msgpack_data():
     np.testing.assert_array_equal(md.rand(4).numpy(), expected)
 
 
-def test_rng_state_survives_an_odd_number_of_32_bit_draws():
+def test_rng_state_survives_draws_that_end_inside_a_block():
     generator = md.Generator(1)
-    generator.numpy_generator.integers(0, 10, dtype=np.int32)  # leaves a buffered half word
+    generator.uniform(0, 1, (3,))  # 3 of a block's 4 words: the next draw starts a new block
     state = generator.get_state()
-    expected = generator.numpy_generator.integers(0, 2**31, size=5, dtype=np.int32)
+    assert state["counter"] == 1
+    expected = [generator.normal(0, 1, (5,)), generator.uniform(-1, 1, (2, 3), np.float64)]
     other = md.Generator(2)
     other.set_state(state)
-    np.testing.assert_array_equal(other.numpy_generator.integers(0, 2**31, size=5,
-                                                                 dtype=np.int32), expected)
+    again = [other.normal(0, 1, (5,)), other.uniform(-1, 1, (2, 3), np.float64)]
+    for a, b in zip(expected, again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_counter_wraps_at_two_to_the_64():
+    generator = md.Generator(5)
+    generator.set_state({"kind": "minidl.Generator/Philox4x32-10", "seed": 5,
+                         "counter": 2**64 - 1})
+    generator.uniform(0, 1, (8,))  # blocks 2**64 - 1 and 0
+    assert generator.get_state()["counter"] == 1
+    np.testing.assert_array_equal(generator.uniform(0, 1, (4,)),
+                                  md.Generator(5).uniform(0, 1, (8,))[4:])
+
+
+def test_the_global_stream_is_philox_with_the_seed_as_key():
+    # Block 0 of Philox4x32-10 with key 0 is Random123's published 6627e8d5 e169c58d ...
+    md.manual_seed(0)
+    np.testing.assert_array_equal(md.rand(2).numpy(),
+                                  np.array([0x6627E8D5 >> 8, 0xE169C58D >> 8]) * 2.0**-24)
 
 
 @pytest.mark.parametrize("bad", [None, {}, {"kind": "other"}, {"kind": "minidl.Generator/PCG64"},
-                                 "state"])
+                                 "state", {"kind": "minidl.Generator/Philox4x32-10", "seed": 1},
+                                 {"kind": "minidl.Generator/Philox4x32-10", "seed": 1,
+                                  "counter": 2**64},
+                                 {"kind": "minidl.Generator/Philox4x32-10", "seed": -1,
+                                  "counter": 0}])
 def test_malformed_rng_state_is_rejected_and_leaves_the_generator_unchanged(bad):
     md.manual_seed(4)
     state = md.get_rng_state()
@@ -125,7 +148,7 @@ def test_malformed_rng_state_is_rejected_and_leaves_the_generator_unchanged(bad)
     assert md.get_rng_state() == state
 
 
-@pytest.mark.parametrize("seed", [-1, 1.5, "1", True])
+@pytest.mark.parametrize("seed", [-1, 1.5, "1", True, 2**64])
 def test_manual_seed_rejects_non_integers(seed):
     with pytest.raises(ValueError, match="manual_seed"):
         md.manual_seed(seed)

@@ -52,13 +52,13 @@ def distinct(seed, *shapes):
 @pytest.fixture(params=["numba", "reference"])
 def cpu_backend(request, monkeypatch):
     """Run the test once on the default (Numba) CPU backend and once on the NumPy reference."""
-    choice = "cpu" if request.param == "numba" else "cpu:numpy"
+    choice = "numba" if request.param == "numba" else "numpy"
     monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: choice)
     return minidl.backend.get_backend("cpu")
 
 
 def run_on(monkeypatch, choice, f, arrays, dtype):
-    """Output and input gradients of f on the backend ``choice`` ("cpu" or "cpu:numpy")."""
+    """Output and input gradients of f on the CPU backend ``choice`` ("numba" or "numpy")."""
     import minidl as md
     monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: choice)
     tensors = [md.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]

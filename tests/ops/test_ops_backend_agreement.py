@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import minidl as md
 import minidl.backend
-from minidl.backend import numba_cpu, reference
+from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.reference import ReferenceBackend
 from minidl.ops import conv, elementwise as ew, linalg, nn_ops, pool
 from ops_helpers import FEW, distinct, normal, positive, run_on
 
@@ -66,17 +67,29 @@ OPS = {
 
 
 def test_the_fixture_really_switches_backends(monkeypatch):
-    monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: "cpu:numpy")
-    assert md.tensor([1.0]).backend is reference
+    monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: "numpy")
+    assert type(md.tensor([1.0]).backend) is ReferenceBackend
     monkeypatch.undo()
-    assert md.tensor([1.0]).backend is numba_cpu
+    assert type(md.tensor([1.0]).backend) is NumbaCpuBackend
 
 
 def test_environment_variable_routes_cpu_to_the_reference(monkeypatch):
     monkeypatch.setenv("MINIDL_CPU_BACKEND", "numpy")
-    assert minidl.backend.get_backend("cpu") is reference
+    assert type(minidl.backend.get_backend("cpu")) is ReferenceBackend
     monkeypatch.delenv("MINIDL_CPU_BACKEND")
-    assert minidl.backend.get_backend("cpu") is numba_cpu
+    assert type(minidl.backend.get_backend("cpu")) is NumbaCpuBackend
+
+
+def test_use_cpu_backend_chooses_the_implementation_not_the_device():
+    try:
+        minidl.backend.use_cpu_backend("numpy")
+        x = md.tensor([1.0])
+        assert type(x.backend) is ReferenceBackend and x.device == "cpu"
+    finally:
+        minidl.backend.use_cpu_backend(None)
+    assert type(x.backend) is NumbaCpuBackend
+    with pytest.raises(ValueError, match="use_cpu_backend"):
+        minidl.backend.use_cpu_backend("cpu:numpy")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -87,8 +100,8 @@ def test_numba_backend_matches_reference(name, dtype, seed):
     f, make = OPS[name]
     arrays = make(seed)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        fast_out, fast_grads = run_on(monkeypatch, "cpu", f, arrays, dtype)
-        ref_out, ref_grads = run_on(monkeypatch, "cpu:numpy", f, arrays, dtype)
+        fast_out, fast_grads = run_on(monkeypatch, "numba", f, arrays, dtype)
+        ref_out, ref_grads = run_on(monkeypatch, "numpy", f, arrays, dtype)
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
     assert fast_out.dtype == ref_out.dtype == dtype
     np.testing.assert_allclose(fast_out, ref_out, **tol)

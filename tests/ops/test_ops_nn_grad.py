@@ -290,3 +290,14 @@ def test_embedding_scatter_adds_into_repeated_rows(seed, rows, index_shape, data
     table = normal(seed, (rows, 3))
     check_gradients(lambda w: nn_ops.embedding(md.tensor(indices), w), table)
     np.testing.assert_array_equal(nn_ops.embedding(indices, f64(table)).numpy(), table[indices])
+
+
+def test_nll_loss_ignores_minus_infinity_away_from_the_target():
+    # A class with probability 0 (log p = -inf) that is not the target must not turn the loss or
+    # the gradient into nan (-inf · 0 would).
+    log_probs = md.tensor(np.array([[0.0, -np.inf, -1.0], [-2.0, -np.inf, -0.5]], np.float32),
+                          requires_grad=True)
+    loss = nn_ops.nll_loss(log_probs, md.tensor([0, 2]))
+    loss.backward()
+    assert loss.item() == pytest.approx(0.25)
+    np.testing.assert_array_equal(log_probs.grad.numpy(), [[-0.5, 0, 0], [0, 0, -0.5]])

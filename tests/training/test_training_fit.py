@@ -69,6 +69,18 @@ def test_early_stopping_ends_the_run_when_the_metric_stops_improving():
     stopper = EarlyStopping(monitor="val_loss", patience=1)
     history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=10,
                      callbacks=[WorseningLoss(), stopper], progress=False)
+    assert len(history) == 2 and stopper.stopped_epoch == 1
+
+
+def test_early_stopping_with_a_flat_metric_runs_patience_plus_one_epochs_as_keras():
+    class FlatLoss(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            logs["val_loss"] = 1.0
+
+    model, opt, reader = small_digits_setup()
+    stopper = EarlyStopping(monitor="val_loss", patience=2)
+    history = md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=10,
+                     callbacks=[FlatLoss(), stopper], progress=False)
     assert len(history) == 3 and stopper.stopped_epoch == 2
 
 
@@ -154,3 +166,81 @@ def test_rerunning_a_finished_fit_restores_and_trains_no_further(tmp_path):
     for a, b in zip(model.state_dict().values(), again.state_dict().values()):
         assert a.tobytes() == b.tobytes()
     assert history_again.steps == history.steps
+
+
+# -- Keras-style arguments ---------------------------------------------------------------------
+
+def test_fit_takes_arrays_with_validation_split_and_metrics_and_returns_keras_history():
+    md.manual_seed(0)
+    x, y = load_digits("train")
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    trainer = md.Trainer(model, nn.CrossEntropyLoss(), opt, (x, y), batch_size=50, epochs=2,
+                         validation_split=0.2, shuffle=False, metrics=["accuracy", "f1"],
+                         progress=False)
+    history = trainer.run()
+    held_out = int(len(y) * 0.2)
+    assert trainer.reader.batch_size == 50 and len(trainer.reader) == -(-(len(y) - held_out) // 50)
+    assert len(trainer.validation_data[1]) == held_out
+    np.testing.assert_array_equal(trainer.validation_data[1], y[-held_out:])
+    assert set(history.history) == {"loss", "accuracy", "f1", "val_loss", "val_accuracy",
+                                    "val_f1"}
+    assert history.history["val_f1"][-1] > 0.8 and history.history["f1"][-1] > 0.8
+    again = trainer.evaluate(trainer.validation_data)
+    assert again["accuracy"] == history.history["val_accuracy"][-1]
+    assert trainer.predict(x[:3]).shape == (3, 10)
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"batch_size": 16}, ValueError, "set the batch size on the reader"),
+    ({"checkpoint": "d", "checkpoint_dir": "d"}, TypeError, "not both"),
+    ({"save_every_steps": 5}, TypeError, "need checkpoint_dir"),
+    ({"validation_split": 0.2}, ValueError, "validation_split needs"),
+])
+def test_conflicting_or_misplaced_arguments_are_named(options, error, message):
+    model, opt, reader = small_digits_setup()
+    with pytest.raises(error, match=message):
+        md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=1, progress=False, **options)
+
+
+# -- progress output ---------------------------------------------------------------------------
+
+def test_progress_off_a_terminal_is_one_plain_line_per_epoch(capsys):
+    model, opt, reader = small_digits_setup()
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=3, val_data=load_digits("test"))
+    out = capsys.readouterr().out
+    assert "\r" not in out
+    lines = out.splitlines()
+    assert len(lines) == 3
+    assert all(line.startswith(f"epoch {i + 1}/3 - {len(reader)} steps - ")
+               for i, line in enumerate(lines))
+    assert "val_accuracy" in lines[-1]
+
+
+def test_progress_on_a_terminal_shows_a_bar_and_a_separate_summary_line(monkeypatch):
+    pytest.importorskip("tqdm")
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    model, opt, reader = small_digits_setup()
+    md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=2)
+    text = terminal.getvalue()
+    assert "batch/s" in text or "it/s" in text or "batch" in text
+    pieces = [p for chunk in text.split("\n") for p in chunk.split("\r")]
+    summaries = [p for p in pieces if " steps - " in p]
+    assert [s.split(" - ")[0] for s in summaries] == ["epoch 1/2", "epoch 2/2"]
+    assert text.endswith("\n")
+
+
+def test_a_failure_during_training_carries_the_history_so_far():
+    model, opt, reader = small_digits_setup()
+    with pytest.raises(KeyboardInterrupt) as failure:
+        md.fit(model, nn.CrossEntropyLoss(), opt, reader, epochs=5, progress=False,
+               callbacks=[CrashAt(len(reader) * 2 + 3)])
+    assert len(failure.value.history) == 2

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..reference.conv import conv_output_size
+from ..geometry import conv_output_size
 
-__all__ = ["conv_output_size", "im2col", "col2im"]
+__all__ = ["im2col", "col2im"]
 
 
 @njit(cache=True)

@@ -1,15 +1,12 @@
 """Array primitives on NumPy: creation, elementwise math, reductions, movement and matmul.
 
 These are shared by both CPU backends. NumPy's ufuncs are already vectorised C and its matmul is
-BLAS, so a Numba rewrite would not be faster; the Numba backend imports them unchanged.
+BLAS, so a Numba rewrite would not be faster; the Numba backend inherits them unchanged. Each is a
+named function with the contract's parameters (see :mod:`minidl.backend.primitives`), so a
+signature check can compare it with the contract.
 """
 
 import numpy as np
-
-from ..primitives import ARRAY_PRIMITIVES
-
-# Exactly the array half of the seam's primitive list.
-__all__ = list(ARRAY_PRIMITIVES)
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -49,46 +46,143 @@ def astype(array, dtype):
 
 
 def copy(array):
-    return np.array(array, copy=True)
+    return np.array(array, copy=True, order="C")
+
+
+# -- in place and memory -----------------------------------------------------------------------
+
+def fill_(array, value):
+    array[...] = value
+
+
+def assign_(target, source):
+    np.copyto(target, source, casting="same_kind")
+
+
+def setitem_(array, index, value):
+    array[index] = value
+
+
+def owns_memory(array) -> bool:
+    # A view (reshape, transpose, slice, broadcast) has a base; np.broadcast_to is also
+    # read-only. Either way the memory is shared with some other array.
+    return array.base is None and array.flags.writeable
 
 
 # -- elementwise math --------------------------------------------------------------------------
 
-add = np.add
-sub = np.subtract
-mul = np.multiply
-div = np.true_divide
-neg = np.negative
-power = np.power
-exp = np.exp
-log = np.log
-sqrt = np.sqrt
-tanh = np.tanh
-abs = np.abs  # noqa: A001 - the primitive's name is the math name
-sign = np.sign
-maximum = np.maximum
-minimum = np.minimum
-equal = np.equal
-not_equal = np.not_equal
-less = np.less
-less_equal = np.less_equal
-greater = np.greater
-greater_equal = np.greater_equal
-logical_not = np.logical_not
+def add(a, b):
+    return np.add(a, b)
 
 
-def sigmoid(x):
-    """1 / (1 + e^-x), evaluated without overflow.
+def sub(a, b):
+    return np.subtract(a, b)
 
-    For x >= 0 use 1 / (1 + e^-x); for x < 0 the algebraically equal e^x / (1 + e^x), so the
+
+def mul(a, b):
+    return np.multiply(a, b)
+
+
+def div(a, b):
+    return np.true_divide(a, b)
+
+
+def floor_divide(a, b):
+    return np.floor_divide(a, b)
+
+
+def remainder(a, b):
+    return np.remainder(a, b)
+
+
+def neg(a):
+    return np.negative(a)
+
+
+def power(a, b):
+    return np.power(a, b)
+
+
+def exp(a):
+    return np.exp(a)
+
+
+def log(a):
+    return np.log(a)
+
+
+def sqrt(a):
+    return np.sqrt(a)
+
+
+def tanh(a):
+    return np.tanh(a)
+
+
+def abs(a):  # noqa: A001 - the primitive is named after the math
+    return np.abs(a)
+
+
+def sign(a):
+    return np.sign(a)
+
+
+def maximum(a, b):
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    return np.minimum(a, b)
+
+
+def equal(a, b):
+    return np.equal(a, b)
+
+
+def not_equal(a, b):
+    return np.not_equal(a, b)
+
+
+def less(a, b):
+    return np.less(a, b)
+
+
+def less_equal(a, b):
+    return np.less_equal(a, b)
+
+
+def greater(a, b):
+    return np.greater(a, b)
+
+
+def greater_equal(a, b):
+    return np.greater_equal(a, b)
+
+
+def logical_not(a):
+    return np.logical_not(a)
+
+
+def logical_and(a, b):
+    return np.logical_and(a, b)
+
+
+def logical_or(a, b):
+    return np.logical_or(a, b)
+
+
+def sigmoid(a):
+    """1 / (1 + e^-a), evaluated without overflow.
+
+    For a >= 0 use 1 / (1 + e^-a); for a < 0 the algebraically equal e^a / (1 + e^a), so the
     exponent is always of a non-positive number and can never overflow.
     """
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
 
 
-def relu(x):
-    return np.maximum(x, 0).astype(x.dtype, copy=False)
+def relu(a):
+    return np.maximum(a, 0).astype(a.dtype, copy=False)
 
 
 def relu_backward(grad, x):
@@ -155,6 +249,32 @@ def index_add(shape, index, values, dtype):
     return out
 
 
+def _check_rows(op: str, indices, rows: int) -> None:
+    # One pass over the indices on the device that holds them; NumPy's own indexing would wrap
+    # negative indices instead of rejecting them.
+    if indices.size == 0:
+        return
+    bad = (indices < 0) | (indices >= rows)
+    if bad.any():
+        raise IndexError(f"{op}: index {int(indices[bad][0])} is out of range for {rows} rows")
+
+
+def take(table, indices):
+    _check_rows("take", indices, table.shape[0])
+    return np.take(table, indices, axis=0)
+
+
+def one_hot(indices, num_classes, dtype):
+    _check_rows("one_hot", indices, num_classes)
+    out = np.zeros(indices.shape + (num_classes,), dtype=dtype)
+    np.put_along_axis(out, indices[..., None].astype(np.intp, copy=False), 1, axis=-1)
+    return out
+
+
+def nonzero(mask):
+    return tuple(i.astype(np.int64, copy=False) for i in np.nonzero(mask))
+
+
 def concatenate(arrays, axis):
     return np.concatenate(arrays, axis=axis)
 
@@ -165,4 +285,5 @@ def stack(arrays, axis):
 
 # -- linear algebra ----------------------------------------------------------------------------
 
-matmul = np.matmul
+def matmul(a, b):
+    return np.matmul(a, b)

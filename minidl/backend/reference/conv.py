@@ -22,23 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["conv_output_size", "im2col", "col2im"]
+from ..geometry import conv_output_size
 
-
-def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    """Number of window positions along one axis of a convolution.
-
-    A dilated kernel spans ``dilation*(kernel-1) + 1`` input cells; it fits in the padded length
-    ``size + 2*padding`` at ``floor((padded - span) / stride) + 1`` positions.
-    """
-    span = dilation * (kernel - 1) + 1
-    out = (size + 2 * padding - span) // stride + 1
-    if out <= 0:
-        raise ValueError(
-            f"convolution output would be empty: input size {size}, kernel {kernel}, "
-            f"stride {stride}, padding {padding}, dilation {dilation} give output size {out}"
-        )
-    return out
+__all__ = ["im2col", "col2im"]
 
 
 def _output_hw(x_shape, kernel_size, stride, padding, dilation):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...autograd.tensor import Tensor
 from ...ops.nn_ops import embedding
 from .. import init
 from ..module import Module
@@ -29,14 +30,16 @@ class Embedding(Module):
         self.weight = Parameter(init.new_storage((num_embeddings, embedding_dim), dtype))
         init.normal_(self.weight, generator=generator)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.backend.setitem_(self.weight.data, (self.padding_idx,), 0)
 
     def forward(self, indices):
+        if not isinstance(indices, Tensor):
+            indices = Tensor(np.asarray(indices), device=self.weight.device)
         out = embedding(indices, self.weight)
         if self.padding_idx is not None and self.weight.requires_grad:
-            # Route no gradient into the padding row: multiply its lookups by a 0/1 mask.
-            mask = (np.asarray(indices.numpy() if hasattr(indices, "numpy") else indices)
-                    != self.padding_idx).astype(self.weight.dtype)[..., None]
+            # Route no gradient into the padding row: multiply its lookups by a 0/1 mask, computed
+            # on the indices' device.
+            mask = (indices != self.padding_idx).to(dtype=self.weight.dtype).unsqueeze(-1)
             out = out * mask
         return out
 

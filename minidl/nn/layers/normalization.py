@@ -48,7 +48,8 @@ class _BatchNorm(Module):
         use_batch_stats = self.training or not self.track_running_stats
         momentum = self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.data[...] += 1
+            tracked = self.num_batches_tracked
+            tracked.backend.assign_(tracked.data, tracked.backend.add(tracked.data, 1))
             if momentum is None:  # cumulative moving average, as PyTorch
                 momentum = 1.0 / float(self.num_batches_tracked.item())
         # Without tracked statistics the running tensors are None and batch statistics are used

@@ -1,0 +1,28 @@
+"""The demo, run as a user would pipe it: lines arrive while it runs, and it names its plot."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo.py"
+
+
+def test_demo_prints_as_it_goes_through_a_pipe_and_writes_the_plot_it_names(tmp_path):
+    pytest.importorskip("matplotlib")
+    env = dict(os.environ, PYTHONPATH=str(DEMO.parents[1]))
+    process = subprocess.Popen([sys.executable, str(DEMO), "--epochs", "2"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env)
+    first = process.stdout.readline()
+    still_running = process.poll() is None
+    rest = process.stdout.read()
+    assert process.wait() == 0, first + rest
+    assert first.startswith("1. Training straight through") and still_running
+    assert "epoch 1/2 - " in rest and "resumed from" in rest
+    assert "bit-for-bit identical: YES" in rest
+    plot = tmp_path / "demo_history.png"
+    assert f"plotted in {plot}" in rest
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
