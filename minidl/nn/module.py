@@ -14,6 +14,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ..autograd import tracing
+from ..autograd.inplace import overwrite_data
 from ..autograd.tensor import Tensor
 from .parameter import Parameter
 
@@ -291,7 +292,7 @@ class Module:
                 # The array itself becomes the storage (on the CPU, no copy at all).
                 own[name].data = own[name].backend.from_numpy(value)
             else:
-                own[name].copy_(value)
+                overwrite_data(own[name], value)
         return IncompatibleKeys(missing, unexpected)
 
     # -- description as data ---------------------------------------------------------------------
