@@ -31,7 +31,8 @@ ENCRYPTION_CHUNK = 1 << 22
 GCM_TAG_SIZE = 16
 
 REQUIRED_KEYS = ("kind", "metadata", "tensors")
-KINDS = ("values", "model", "checkpoint")
+# Every kind of file the format defines (SPEC sections 6 and 9); any other is refused.
+KINDS = ("values", "model", "checkpoint", "checkpoint-shard")
 ENTRY_KEYS = ("name", "dtype", "shape", "offset", "length", "checksum")
 _KNOWN_SETS = {keys: frozenset(keys) for keys in (REQUIRED_KEYS, ENTRY_KEYS)}
 
