@@ -250,6 +250,9 @@ def worker(engine: str, kind: str, seconds: float) -> None:
     if engine == "torch":
         import torch
         torch.set_num_threads(THREADS)
+    else:
+        import minidl
+        minidl.set_num_threads(THREADS)
     if kind == "infer":
         step = inference_call(engine)
     else:
@@ -263,7 +266,8 @@ def measure(engine: str, kind: str, seconds: float) -> float:
     """Calls/s of one engine on one workload in a child process; nan if the child failed (an
     engine that lacks a feature, such as an older minidl without ``md.compile``)."""
     out = subprocess.run([sys.executable, __file__, "--worker", engine, kind,
-                          "--seconds", str(seconds)], capture_output=True, text=True)
+                          "--seconds", str(seconds), "--threads", str(THREADS)],
+                         capture_output=True, text=True)
     if out.returncode:
         print(f"{engine} on {kind} failed: {out.stderr.strip().splitlines()[-1:]}",
               file=sys.stderr)
@@ -286,11 +290,15 @@ def best_rates(engines, kind: str, seconds: float, rounds: int) -> dict:
 
 
 def main() -> None:
+    global THREADS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="timing window per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs per engine")
+    parser.add_argument("--threads", type=int, default=THREADS,
+                        help="threads per engine (1 gives steadier ratios on a busy machine)")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "WORKLOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    THREADS = args.threads
     if args.worker:
         return worker(*args.worker, args.seconds)
     try:
