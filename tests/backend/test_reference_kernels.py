@@ -406,3 +406,14 @@ def test_matmul_of_a_stack_by_a_matrix_is_each_matrix_product(stack):
     assert got.shape == stack + (3, 2)
     want = np.array([m @ b for m in a.reshape(-1, 3, 5)], np.float32).reshape(stack + (3, 2))
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("index", [(slice(None), 1), (Ellipsis, slice(0, 3, 2)), 2,
+                                   (None, slice(1, None)), (np.array([0, 0, 2]),)])
+def test_index_add_matches_add_at_for_basic_and_repeated_indices(index):
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal(np.zeros((3, 4))[index].shape).astype(np.float32)
+    want = np.zeros((3, 4), np.float32)
+    np.add.at(want, index, values)
+    np.testing.assert_array_equal(ReferenceBackend.index_add((3, 4), index, values, np.float32),
+                                  want)

@@ -249,7 +249,15 @@ def index_add(shape, index, values, dtype):
     plain ``out[index] += values`` would not.
     """
     out = np.zeros(shape, dtype=dtype)
-    np.add.at(out, index, values)
+    parts = index if isinstance(index, tuple) else (index,)
+    if all(part is None or part is Ellipsis or isinstance(part, (int, np.integer, slice))
+           for part in parts):
+        # Basic indexing (slices, ints) selects each cell at most once, so a plain assignment
+        # is the same sum, without add.at's slow per-element loop (an attention block's q/k/v
+        # slices measured ~10% of its step that way).
+        out[index] = values
+    else:
+        np.add.at(out, index, values)
     return out
 
 
