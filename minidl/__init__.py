@@ -46,6 +46,7 @@ _LAZY = {
     "evaluate": ("minidl.training", "evaluate"),
     "predict": ("minidl.training", "predict"),
     "training": ("minidl.training", None),
+    "cuda": ("minidl.cuda", None),
 }
 
 
