@@ -152,8 +152,12 @@ def transpose(x, axes):
 def broadcast_to(x, shape):
     shape = tuple(int(n) for n in shape)
     if shape == x.shape:
-        return x
-    return _contiguous_copy(x, shape, 0, broadcast_strides(x.shape, shape))
+        return DeviceArray(x.buffer, shape, x.dtype, owner=False)
+    out = _contiguous_copy(x, shape, 0, broadcast_strides(x.shape, shape))
+    # Materialised, but a broadcast all the same: the contract treats it as read-only, so
+    # autograd copies it before handing it out as a gradient.
+    out.owner = False
+    return out
 
 
 def concatenate(arrays, axis):
