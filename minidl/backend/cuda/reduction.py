@@ -11,6 +11,7 @@ is a matrix of ``rows`` outputs by ``length`` values each. One thread block redu
    t + s, and ``syncthreads`` waits for the whole round before the next one reads it.
 
 T is a power of two fixed when the kernel is compiled (shared arrays have compile-time sizes).
+Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``).
 The order of additions is fixed by the thread layout, so results repeat bit for bit from run
 to run on the same device; they differ from NumPy's pairwise sums in the last bits.
 """
@@ -23,11 +24,14 @@ import math
 import numpy as np
 from numba import cuda, from_dtype
 
-from .device import SIMULATED, DeviceArray, empty
+from .device import SIMULATED, DeviceArray, empty, launch
 from .movement import astype, reshape, transpose
 
 REDUCE_THREADS = 8 if SIMULATED else 256
 _ROW_BLOCKS = 4 if SIMULATED else 65535
+# Rows up to this long are folded by one thread each instead of one block each: many short
+# rows (a sum over a batch axis of a few entries) would leave most of a block idle.
+SERIAL_LENGTH = 16 if SIMULATED else 32
 
 
 def _add(a, b):
@@ -81,8 +85,16 @@ def _value_kernel(combine, dtype):
                 out[row] = partial[0]
             cuda.syncthreads()
 
-    _value_kernels[key] = kernel
-    return kernel
+    @cuda.jit
+    def serial(x, rows, length, identity, out):
+        for row in range(cuda.grid(1), rows, cuda.gridsize(1)):
+            value = identity
+            for i in range(length):
+                value = fold(value, x[row * length + i])
+            out[row] = value
+
+    _value_kernels[key] = (kernel, serial)
+    return _value_kernels[key]
 
 
 def _better_factory(largest):
@@ -137,8 +149,18 @@ def _index_kernel(largest, dtype):
                 out[row] = indices[0]
             cuda.syncthreads()
 
-    _index_kernels[key] = kernel
-    return kernel
+    @cuda.jit
+    def serial(x, rows, length, out):
+        for row in range(cuda.grid(1), rows, cuda.gridsize(1)):
+            best_index = -1
+            best = x[row * length]
+            for i in range(length):
+                if better(x[row * length + i], i, best, best_index):
+                    best, best_index = x[row * length + i], i
+            out[row] = best_index
+
+    _index_kernels[key] = (kernel, serial)
+    return _index_kernels[key]
 
 
 def _normalize_axes(axis, ndim) -> tuple:
@@ -179,8 +201,13 @@ def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
     out = empty((rows,), out_dtype)
     if rows:
         identity = identity_of(np.dtype(out_dtype))
-        _value_kernel(combine, out_dtype)[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-            rows_view.buffer, rows, length, identity, out.buffer)
+        tree, serial = _value_kernel(combine, out_dtype)
+        if length <= SERIAL_LENGTH:
+            blocks, threads = launch(rows)
+            serial[blocks, threads](rows_view.buffer, rows, length, identity, out.buffer)
+        else:
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](rows_view.buffer, rows, length,
+                                                                  identity, out.buffer)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 
@@ -225,8 +252,13 @@ def _arg(name, largest, x, axis, keepdims):
         raise ValueError(f"attempt to get {name} of an empty sequence")
     out = empty((rows,), np.int64)
     if rows:
-        _index_kernel(largest, x.dtype)[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-            rows_view.buffer, rows, length, out.buffer)
+        tree, serial = _index_kernel(largest, x.dtype)
+        if length <= SERIAL_LENGTH:
+            blocks, threads = launch(rows)
+            serial[blocks, threads](rows_view.buffer, rows, length, out.buffer)
+        else:
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](rows_view.buffer, rows, length,
+                                                                  out.buffer)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 
