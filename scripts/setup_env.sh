@@ -23,7 +23,8 @@ wanted="$("$venv/bin/python" -c 'import hashlib,sys; print(hashlib.sha256(open(s
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     echo "minidl: installing minidl and its test dependencies into .venv (first run only; a few minutes)" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$venv/bin/python" -m pip install --quiet -e "$root[test]" >&2
+    # The cuda extra too: without a GPU its simulator runs the CUDA backend's tests.
+    "$venv/bin/python" -m pip install --quiet -e "$root[test,cuda]" >&2
     echo "$wanted" > "$stamp"
 fi
 

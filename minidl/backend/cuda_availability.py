@@ -39,15 +39,16 @@ def device_count() -> int:
     return len(_numba_cuda().gpus)
 
 
-def require_cuda(device: str = "cuda") -> None:
-    """Raise ``RuntimeError`` naming ``device`` and the way out, unless CUDA can be used."""
+def require_cuda() -> None:
+    """Raise ``RuntimeError`` saying what is missing and the way out, unless CUDA can be used
+    (the backend registry adds which device was asked for)."""
     cuda = _numba_cuda()
     if cuda is None:
-        raise RuntimeError(f"device {device!r} is not available: numba's CUDA support (the "
-                           f"numba-cuda package) is not installed; {_INSTALL_HINT}")
+        raise RuntimeError(f"numba's CUDA support (the numba-cuda package) is not installed; "
+                           f"{_INSTALL_HINT}")
     if not is_available():
-        raise RuntimeError(f"device {device!r} is not available: no CUDA GPU was found (numba "
-                           f"reports no usable driver or device); {_INSTALL_HINT}")
+        raise RuntimeError(f"no CUDA GPU was found (numba reports no usable driver or device); "
+                           f"{_INSTALL_HINT}")
 
 
 def check_device_index(index: int) -> None:
