@@ -20,7 +20,8 @@ row (coalesced loads). Two ``syncthreads`` per step: one after loading (nobody r
 before it is complete) and one after computing (nobody overwrites a slab still being read).
 Elements outside A or B load as 0, so edge tiles need no special case in the inner loop.
 
-The grid is (ceil(N/BN), ceil(M/BM), batch): blockIdx.z selects the matrix pair; a batch stride
+The grid is (ceil(N/BN), ceil(M/BM), batch): blockIdx.z selects the matrix pair (in launches of
+at most 65535, the grid's limit); a batch stride
 of 0 reuses one matrix for every batch entry (a 2-D weight against a batch of inputs).
 
 Sizes: BM = BN = 64, BK = 16, TM = TN = 4 gives 256 threads and 2 * 64 * 16 * 4 bytes = 8 KiB of
@@ -43,6 +44,7 @@ if SIMULATED:
 else:
     BM, BN, BK, TM, TN = 64, 64, 16, 4, 4
 GEMM_THREADS = (BM // TM) * (BN // TN)
+_MAX_GRID_Z = 65535
 
 _kernels: dict = {}
 
@@ -55,7 +57,7 @@ def _gemm_kernel(dtype):
     zero = dtype.type(0)
 
     @cuda.jit
-    def gemm(a, b, c, m, n, k, a_batch_stride, b_batch_stride):
+    def gemm(a, b, c, m, n, k, a_batch_stride, b_batch_stride, first_batch):
         a_tile = cuda.shared.array((BM, BK), numba_type)
         b_tile = cuda.shared.array((BK, BN), numba_type)
         patch = cuda.local.array((TM, TN), numba_type)
@@ -63,7 +65,7 @@ def _gemm_kernel(dtype):
         b_row = cuda.local.array(TN, numba_type)
 
         t = cuda.threadIdx.x
-        batch = cuda.blockIdx.z
+        batch = first_batch + cuda.blockIdx.z
         row0 = cuda.blockIdx.y * BM          # this block's tile of C
         col0 = cuda.blockIdx.x * BN
         patch_row = (t // (BN // TN)) * TM   # this thread's patch inside the tile
@@ -147,9 +149,11 @@ def matmul(a, b):
         return out
     a_buffer, a_stride = _batched(a, batch_shape, batch)
     b_buffer, b_stride = _batched(b, batch_shape, batch)
-    grid = (-(-n // BN), -(-m // BM), batch)
-    _gemm_kernel(a.dtype)[grid, GEMM_THREADS](a_buffer, b_buffer, out.buffer, m, n, k,
-                                              a_stride, b_stride)
+    kernel = _gemm_kernel(a.dtype)
+    for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
+        grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))
+        kernel[grid, GEMM_THREADS](a_buffer, b_buffer, out.buffer, m, n, k, a_stride, b_stride,
+                                   first)
     return out
 
 
