@@ -273,8 +273,8 @@ def _reduce(function):
 
 ONNX_OPS["ReduceSum"] = _reduce(reduction.sum)
 ONNX_OPS["ReduceMean"] = _reduce(reduction.mean)
-ONNX_OPS["ReduceMax"] = _reduce(reduction.max)
-ONNX_OPS["ReduceMin"] = _reduce(reduction.min)
+ONNX_OPS["ReduceMax"] = _reduce(reduction.amax)
+ONNX_OPS["ReduceMin"] = _reduce(reduction.amin)
 
 
 # -- shapes ----------------------------------------------------------------------------------------
