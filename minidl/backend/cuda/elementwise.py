@@ -59,7 +59,10 @@ def floor_divide_float(a, b):
     if mod != 0 and (b < 0) != (mod < 0):
         quotient -= 1
     if quotient != 0:
-        floored = math.floor(quotient)
+        # floor in floating point (numba's math.floor returns an int64, which would overflow)
+        floored = quotient - math.fmod(quotient, 1.0)
+        if floored > quotient:
+            floored -= 1.0
         if quotient - floored > 0.5:
             floored += 1
         return floored
