@@ -54,10 +54,14 @@ def floor_divide_float(a, b):
     # corrected where a naive floor(a / b) would round the wrong way.
     if b == 0:
         return a / b
+    if a - a != 0:  # a is inf or nan
+        return _NAN
     mod = math.fmod(a, b)
     quotient = (a - mod) / b
     if mod != 0 and (b < 0) != (mod < 0):
         quotient -= 1
+    if quotient - quotient != 0:  # inf or nan: nothing to round
+        return quotient
     if quotient != 0:
         # floor in floating point (numba's math.floor returns an int64, which would overflow)
         floored = quotient - math.fmod(quotient, 1.0)
@@ -77,7 +81,7 @@ def floor_divide_int(a, b):
 
 
 def remainder_float(a, b):
-    if b == 0:
+    if b == 0 or a - a != 0:  # no remainder by 0, nor of inf or nan
         return _NAN
     mod = math.fmod(a, b)
     if mod != 0:

@@ -102,8 +102,10 @@ def test_binary_math_broadcasts_and_follows_numpy_dtypes(fn):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # x / 0 on the simulator's NumPy scalars
 def test_floor_division_and_remainder_follow_pythons_signs_including_zero_divisors():
-    a = np.array([7.0, -7.0, 7.0, -7.0, 0.0, 1.0, -1.0, 5.5, -5.5, 1e300], np.float64)
-    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 0.0, 0.0, 0.5, 2.0, 3e-10], np.float64)
+    a = np.array([7.0, -7.0, 7.0, -7.0, 0.0, 1.0, -1.0, 5.5, -5.5, 1e300, np.inf, np.nan, 5.0,
+                  5.0, -5.0], np.float64)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 0.0, 0.0, 0.5, 2.0, 3e-10, 2.0, 2.0, np.inf,
+                  -np.inf, np.inf], np.float64)
     with np.errstate(all="ignore"):
         same("floor_divide", a, b, exact=True)
         same("remainder", a, b, exact=True)
