@@ -115,7 +115,7 @@ def _gemm_kernel(dtype):
     return gemm
 
 
-def _batched(array, batch_shape, batch):
+def _batched(array, batch_shape):
     """(buffer, batch stride) of ``array`` read as ``batch`` matrices: stride 0 when it has one
     matrix for the whole batch, else broadcast (a copy only when its batch axes differ)."""
     matrix = array.shape[-2] * array.shape[-1]
@@ -147,8 +147,8 @@ def matmul(a, b):
         from .movement import fill_
         fill_(out, 0)
         return out
-    a_buffer, a_stride = _batched(a, batch_shape, batch)
-    b_buffer, b_stride = _batched(b, batch_shape, batch)
+    a_buffer, a_stride = _batched(a, batch_shape)
+    b_buffer, b_stride = _batched(b, batch_shape)
     kernel = _gemm_kernel(a.dtype)
     for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
         grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))

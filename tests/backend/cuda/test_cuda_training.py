@@ -166,6 +166,25 @@ def test_a_gpu_checkpoint_restores_on_the_cpu_and_a_cpu_one_on_the_gpu(tmp_path)
     steps(back, back_opt, 1, GPU)  # the optimizer state followed the parameters
 
 
+def test_a_failed_restore_onto_the_gpu_leaves_the_model_where_and_as_it_was(tmp_path):
+    class Refusing:
+        def state_dict(self):
+            return {"count": 1}
+
+        def load_state_dict(self, state):
+            raise ValueError("refused")
+
+    md.Checkpoint(model=nn.Linear(2, 2), other=Refusing()).save(tmp_path / "a.ckpt")
+    target = nn.Linear(2, 2)
+    before = {k: v.copy() for k, v in target.state_dict().items()}
+    with pytest.raises(md.CheckpointError, match="refused"):  # after the model was loaded
+        md.Checkpoint(model=target, other=Refusing()).restore(tmp_path / "a.ckpt",
+                                                              map_location=GPU)
+    assert {p.device for p in target.parameters()} == {"cpu"}
+    for name, value in target.state_dict().items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
 def test_files_written_from_device_tensors_are_the_same_bytes(tmp_path):
     model, _ = build(GPU)
     twin = conv_model()
