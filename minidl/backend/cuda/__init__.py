@@ -22,6 +22,7 @@ but exactly enough to test them anywhere. Importing this package is what first t
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -31,6 +32,11 @@ from ..cuda_availability import require_cuda
 require_cuda()
 
 from numba import cuda  # noqa: E402  (after the availability check, which explains failures)
+from numba.core.errors import NumbaPerformanceWarning  # noqa: E402
+
+# Small tensors make small grids, and numba warns about each such launch; for a tensor library
+# that is the normal case, not a mistake to report.
+warnings.filterwarnings("ignore", message="Grid size", category=NumbaPerformanceWarning)
 
 from . import conv_pool, device, elementwise as ew, lookup, matmul as gemm  # noqa: E402
 from . import movement, nn_kernels, optim_kernels, random_kernels, reduction  # noqa: E402

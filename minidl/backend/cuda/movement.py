@@ -338,20 +338,29 @@ def _gather(count, out, src, shape, basic_strides, table_strides, offset, table,
 
 
 @cuda.jit
-def _scatter(count, dst, values, value_strides, shape, basic_strides, table_strides, offset,
-             table, width, k, sizes, strides, bad, accumulate):
+def _scatter_store(count, dst, values, value_strides, shape, basic_strides, table_strides,
+                   offset, table, width, k, sizes, strides, bad):
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         target = _indexed_offset(i, shape, basic_strides, table_strides, offset, table, width, k,
                                  sizes, strides)
-        value = values[strided_offset(i, shape, value_strides, 0)]
         if target < 0:
             bad[0] = 1
-        elif accumulate:
+        else:
+            dst[target] = values[strided_offset(i, shape, value_strides, 0)]
+
+
+@cuda.jit
+def _scatter_add(count, dst, values, value_strides, shape, basic_strides, table_strides, offset,
+                 table, width, k, sizes, strides, bad):
+    for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        target = _indexed_offset(i, shape, basic_strides, table_strides, offset, table, width, k,
+                                 sizes, strides)
+        if target < 0:
+            bad[0] = 1
+        else:
             # Repeated indices add up; atomics make concurrent adds to one cell safe (in an
             # unspecified order, as PyTorch's index_add_ on CUDA).
-            cuda.atomic.add(dst, target, value)
-        else:
-            dst[target] = value
+            cuda.atomic.add(dst, target, values[strided_offset(i, shape, value_strides, 0)])
 
 
 @cuda.jit
@@ -399,8 +408,9 @@ def _scatter_into(target, index, values, accumulate):
     if count:
         bad = error_flag()
         blocks, threads = launch(count)
-        _scatter[blocks, threads](count, target.buffer, values.buffer, padded(value_strides, 0),
-                                  *plan.kernel_arguments(), bad, accumulate)
+        kernel = _scatter_add if accumulate else _scatter_store
+        kernel[blocks, threads](count, target.buffer, values.buffer, padded(value_strides, 0),
+                                *plan.kernel_arguments(), bad)
         if plan.table is not None:
             _check_flag(bad)
 
