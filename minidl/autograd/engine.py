@@ -114,3 +114,28 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
                                                                                   parent_grad)
         if not retain_graph:
             node.release()
+    for hook in list(_backward_finished_hooks.values()):
+        hook()
+
+
+# Called after every backward pass, once all leaf gradients are accumulated: the place where
+# data-parallel training averages gradients across processes (PyTorch queues such work on its
+# engine as "callbacks" for the same reason: a leaf cannot know it received its last gradient).
+_backward_finished_hooks: dict[int, object] = {}
+
+
+class HookHandle:
+    """Returned by :func:`register_backward_finished_hook`; ``remove()`` unregisters."""
+
+    def __init__(self, key: int):
+        self.key = key
+
+    def remove(self) -> None:
+        _backward_finished_hooks.pop(self.key, None)
+
+
+def register_backward_finished_hook(hook) -> HookHandle:
+    """Run ``hook()`` at the end of every ``backward``; returns a handle to remove it."""
+    key = max(_backward_finished_hooks, default=-1) + 1
+    _backward_finished_hooks[key] = hook
+    return HookHandle(key)

@@ -10,5 +10,7 @@ from . import lr_scheduler
 from .adam import Adam, AdamW
 from .optimizer import Optimizer
 from .sgd import SGD
+from .zero import ZeroRedundancyOptimizer
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler",
+           "ZeroRedundancyOptimizer"]
