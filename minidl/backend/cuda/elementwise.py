@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 
 from .device import (
-    DeviceArray, broadcast_strides, contiguous_strides, empty, launch, padded, strided_offset,
+    DeviceArray, broadcast_strides, empty, launch, padded, strided_offset,
 )
 
 _INF = math.inf
@@ -230,16 +230,20 @@ def _unary_kernel(fn):
     scalar = cuda.jit(device=True)(fn)
 
     @cuda.jit
-    def kernel(out, count, shape, a, a_strides):
+    def kernel(out, count, a):
         for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-            out[i] = scalar(a[strided_offset(i, shape, a_strides, 0)])
+            out[i] = scalar(a[i])
 
     _kernels[fn] = kernel
     return kernel
 
 
 def _binary_kernels(fn):
-    """Three kernels for ``fn(a, b)``: both operands arrays, or one of them a scalar argument."""
+    """Kernels for ``fn(a, b)``: both operands arrays, or one of them a scalar argument; each
+    in a broadcasting form and a flat form for operands already of the output's shape.
+
+    The flat forms matter on a GPU: turning a flat index into a strided offset costs a 64-bit
+    division and remainder per axis, far more than the arithmetic of most operations."""
     if fn in _kernels:
         return _kernels[fn]
     scalar = cuda.jit(device=True)(fn)
@@ -260,7 +264,22 @@ def _binary_kernels(fn):
         for i in range(cuda.grid(1), count, cuda.gridsize(1)):
             out[i] = scalar(a, b[strided_offset(i, shape, b_strides, 0)])
 
-    _kernels[fn] = (arrays, scalar_b, scalar_a)
+    @cuda.jit
+    def flat_arrays(out, count, a, b):
+        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+            out[i] = scalar(a[i], b[i])
+
+    @cuda.jit
+    def flat_scalar_b(out, count, a, b):
+        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+            out[i] = scalar(a[i], b)
+
+    @cuda.jit
+    def flat_scalar_a(out, count, a, b):
+        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+            out[i] = scalar(a, b[i])
+
+    _kernels[fn] = (arrays, scalar_b, scalar_a, flat_arrays, flat_scalar_b, flat_scalar_a)
     return _kernels[fn]
 
 
@@ -318,8 +337,7 @@ def unary(fn, a, out_dtype, compute_dtype=None):
     out = empty(a.shape, out_dtype)
     if out.size:
         blocks, threads = launch(out.size)
-        _unary_kernel(fn)[blocks, threads](out.buffer, out.size, padded(a.shape, 1), a.buffer,
-                                           padded(contiguous_strides(a.shape), 0))
+        _unary_kernel(fn)[blocks, threads](out.buffer, out.size, a.buffer)
     return out
 
 
@@ -332,8 +350,15 @@ def binary(fn, a, b, out_dtype, compute_dtype):
     a, b = _as(a, compute_dtype), _as(b, compute_dtype)
     out = empty(shape, out_dtype)
     if out.size:
-        arrays, scalar_b, scalar_a = _binary_kernels(fn)
+        arrays, scalar_b, scalar_a, flat_arrays, flat_scalar_b, flat_scalar_a = \
+            _binary_kernels(fn)
         blocks, threads = launch(out.size)
+        if all(v.shape == shape for v in (a, b) if _is_array(v)):
+            kernel = flat_arrays if _is_array(a) and _is_array(b) else \
+                flat_scalar_b if _is_array(a) else flat_scalar_a
+            kernel[blocks, threads](out.buffer, out.size, a.buffer if _is_array(a) else a,
+                                    b.buffer if _is_array(b) else b)
+            return out
         common = (out.buffer, out.size, padded(shape, 1))
         if _is_array(a) and _is_array(b):
             arrays[blocks, threads](*common, a.buffer, _strides(a, shape), b.buffer,
