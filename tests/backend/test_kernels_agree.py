@@ -396,3 +396,29 @@ def test_batch_norm_threaded_kernels_give_the_serial_bits(batch_stats):
     nn_kernels._batch_norm_backward_serial(grad, x, mean, rstd, weight, True, batch_stats,
                                            serial_dx, np.zeros(8), np.zeros(8))
     np.testing.assert_array_equal(dx, serial_dx)
+
+
+@pytest.mark.parametrize("batch_stats", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):
+    # The form a backend without a fused kernel uses (the CUDA backend), run here on the
+    # reference's primitives.
+    from minidl.backend import composed
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 4, 5)) * 2 + 1).astype(np.float32)
+    weight, bias = (rng.standard_normal(4).astype(np.float32) for _ in range(2))
+    weight, bias = (weight, bias) if affine else (None, None)
+    given = (None, None) if batch_stats else (rng.standard_normal(4).astype(np.float32),
+                                              rng.uniform(0.5, 2, 4).astype(np.float32))
+    expected = ref.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    actual = composed.batch_norm_forward(ref, x, weight, bias, *given, 1e-5)
+    for got, want in zip(actual, expected):
+        assert_agree(got, want, np.float32)
+    _, mean, _, rstd = expected
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    expected_grads = ref.batch_norm_backward(grad, x, mean, rstd, weight, batch_stats)
+    actual_grads = composed.batch_norm_backward(ref, grad, x, mean, rstd, weight, batch_stats)
+    for got, want in zip(actual_grads, expected_grads):
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert_agree(got, want, np.float32)

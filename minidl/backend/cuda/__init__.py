@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 
+from .. import composed
 from ..primitives import Backend
 from ..cuda_availability import require_cuda
 
@@ -182,6 +183,16 @@ class CudaBackend(Backend):
     gelu_backward = staticmethod(nn_kernels.gelu_backward)
     layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+
+    @staticmethod
+    def batch_norm_forward(x, weight, bias, mean, var, eps):
+        """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
+        return composed.batch_norm_forward(CudaBackend, x, weight, bias, mean, var, eps)
+
+    @staticmethod
+    def batch_norm_backward(grad, x, mean, rstd, weight, batch_stats):
+        """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
+        return composed.batch_norm_backward(CudaBackend, grad, x, mean, rstd, weight, batch_stats)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)

@@ -287,3 +287,15 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
         backend().adam_update(device[0], up(grad), *device[2:], **arguments)
     for got, want in zip(device, state):
         np.testing.assert_array_equal(down(got), want)
+
+
+@pytest.mark.parametrize("batch_stats", [True, False])
+def test_batch_norm_matches_the_reference(batch_stats):
+    x, weight, bias = normal(3, 4, 5), normal(4), normal(4)
+    given = (None, None) if batch_stats else (normal(4), np.abs(normal(4)) + 0.5)
+    same("batch_norm_forward", x, weight, bias, *given, 1e-5, rtol=1e-5, atol=1e-5)
+    _, mean, _, rstd = REF.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, weight, batch_stats, rtol=1e-5,
+         atol=1e-5)
+    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, None, batch_stats, rtol=1e-5,
+         atol=1e-5)
