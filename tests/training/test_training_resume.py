@@ -254,3 +254,26 @@ def test_every_manager_policy_is_reachable_through_checkpoint_config(tmp_path):
     with pytest.raises(md.CheckpointError):
         read_header(tmp_path / kept[-1])  # no key, no reading
     assert same_weights(run(4), run(4))  # reruns restore the encrypted files and stop there
+
+
+def test_fit_trains_from_a_loader_and_resumes_bitwise(tmp_path):
+    from minidl.data import DataLoader, TensorDataset
+
+    data = TensorDataset(md.tensor(X[:160]), md.tensor(Y[:160]))
+
+    def train(directory, crash_at=-1):
+        md.manual_seed(0)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        loader = DataLoader(data, batch_size=32, shuffle=True, seed=4)
+        md.fit(model, nn.CrossEntropyLoss(), opt, loader, epochs=3, progress=False,
+               callbacks=[CrashAt(crash_at)],
+               checkpoint=CheckpointConfig(directory, save_every_steps=4, max_to_keep=None))
+        return model
+
+    straight = train(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path / "resumed", crash_at=7)  # mid-epoch: the last save was at step 4
+    resumed = train(tmp_path / "resumed")
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert a.tobytes() == b.tobytes()
