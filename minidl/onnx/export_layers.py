@@ -9,13 +9,19 @@ the layer does:
 * Embedding: its integer indices reach the lookup as a plain array, not as a traced input, so
   the layer itself writes ``Gather(weight, indices)``;
 * Flatten over all but the batch axis is ONNX ``Flatten`` (clearer than a Reshape);
-* AdaptiveAvgPool2d to 1×1 is ``GlobalAveragePool``, which works at any image size.
+* AdaptiveAvgPool2d to 1×1 is ``GlobalAveragePool``, which works at any image size (and
+  AdaptiveMaxPool2d to 1×1 ``GlobalMaxPool``);
+* GroupNorm and the instance norms are ``InstanceNormalization`` (their batch-norm-on-a-folded-
+  input computation would read as batch statistics, which have no inference form);
+* Upsample is ``Resize``, with the coordinate mapping PyTorch uses.
 
 Each entry is ``exporter(builder, module, args, run) -> output``. It either maps the layer whole
 (running it under ``tracing.suspended()`` so the inner ops stay silent) or returns ``run()``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..autograd import tracing
 from ..autograd.tensor import Tensor
@@ -65,3 +71,95 @@ LAYER_EXPORTERS = {
     layers.Flatten: _export_flatten,
     layers.AdaptiveAvgPool2d: _export_adaptive_avg_pool,
 }
+
+
+# -- the added layers ------------------------------------------------------------------------------
+
+def _per_channel(builder, tensor, x, hint):
+    """A (C,) parameter as (C, 1, ...) so that it broadcasts along axis 1 of ``x``."""
+    return builder.add_node("Reshape", [builder.name_of(tensor),
+                                        builder.int64s([-1] + [1] * (x.ndim - 2), "shape")],
+                            hint=hint)
+
+
+def _affine_after(builder, module, x, normalized, output):
+    axis = builder.batch_axis[builder.name_of(x)]
+    if module.weight is not None:
+        normalized = builder.add_node("Mul", [normalized, _per_channel(builder, module.weight, x,
+                                                                       "scale")])
+    if module.bias is not None:
+        normalized = builder.add_node("Add", [normalized, _per_channel(builder, module.bias, x,
+                                                                       "shift")])
+    builder.emit("Identity", [normalized], output, axis)
+
+
+def _export_group_norm(builder, module, args, run):
+    # ONNX InstanceNormalization over (N, G, rest): each group of each sample is normalised.
+    x = args[0]
+    output = _run_silently(run)
+    name, groups = builder.name_of(x), module.num_groups
+    folded = builder.add_node("Reshape", [name, builder.int64s([0, groups, -1], "shape")])
+    ones = builder.constant(np.ones(groups, x.dtype), "gn_scale")
+    zeros = builder.constant(np.zeros(groups, x.dtype), "gn_bias")
+    normalized = builder.add_node("InstanceNormalization", [folded, ones, zeros],
+                                  epsilon=float(module.eps))
+    unfolded = builder.add_node("Reshape", [normalized, builder.add_node("Shape", [name])])
+    _affine_after(builder, module, x, unfolded, output)
+    return output
+
+
+def _export_instance_norm(builder, module, args, run):
+    if module.track_running_stats:  # evaluation uses the running statistics: batch norm
+        return run()
+    x = args[0]
+    output = _run_silently(run)
+    channels = module.num_features
+    ones = builder.constant(np.ones(channels, x.dtype), "in_scale")
+    zeros = builder.constant(np.zeros(channels, x.dtype), "in_bias")
+    normalized = builder.add_node("InstanceNormalization", [builder.name_of(x), ones, zeros],
+                                  epsilon=float(module.eps))
+    _affine_after(builder, module, x, normalized, output)
+    return output
+
+
+def _export_upsample(builder, module, args, run):
+    x = args[0]
+    output = _run_silently(run)
+    name = builder.name_of(x)
+    if module.mode == "nearest":
+        how = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+               "nearest_mode": "floor"}
+    else:
+        how = {"mode": "linear", "coordinate_transformation_mode":
+               "align_corners" if module.align_corners else "pytorch_half_pixel"}
+    if module.scale_factor is not None:
+        # The same scales PyTorch maps coordinates with, so ONNX's mapping is PyTorch's.
+        factors = module.scale_factor if isinstance(module.scale_factor, list) \
+            else [module.scale_factor] * (x.ndim - 2)
+        scales = builder.constant(np.asarray([1.0, 1.0] + list(factors), np.float32), "scales")
+        builder.emit("Resize", [name, "", scales], output, builder.batch_axis[name], **how)
+        return output
+    # A fixed size: the batch and channel sizes come from the input at run time.
+    leading = builder.add_node("Slice", [builder.add_node("Shape", [name]),
+                                         builder.int64s([0], "starts"),
+                                         builder.int64s([2], "ends")])
+    sizes = builder.add_node("Concat", [leading, builder.int64s(list(output.shape[2:]), "sizes")],
+                             axis=0)
+    builder.emit("Resize", [name, "", "", sizes], output, builder.batch_axis[name], **how)
+    return output
+
+
+def _export_adaptive_max_pool(builder, module, args, run):
+    if tuple(module.output_size) != (1, 1):
+        return run()  # the pooling ops report themselves
+    output = _run_silently(run)
+    name = builder.name_of(args[0])
+    builder.emit("GlobalMaxPool", [name], output, builder.batch_axis[name])
+    return output
+
+
+LAYER_EXPORTERS.update({
+    layers.GroupNorm: _export_group_norm,
+    layers.InstanceNorm1d: _export_instance_norm, layers.InstanceNorm2d: _export_instance_norm,
+    layers.Upsample: _export_upsample, layers.AdaptiveMaxPool2d: _export_adaptive_max_pool,
+})

@@ -36,6 +36,17 @@ def built_in_layers():
         "Sequential": nn.Sequential(nn.Linear(2, 2), nn.ReLU()),
         "ModuleList": nn.ModuleList([nn.ReLU(), nn.Linear(1, 1)]),
         "ModuleDict": nn.ModuleDict({"act": nn.Tanh(), "fc": nn.Linear(1, 2)}),
+        "LeakyReLU": nn.LeakyReLU(0.2), "ELU": nn.ELU(0.5), "Softplus": nn.Softplus(2.0, 4.0),
+        "SiLU": nn.SiLU(), "Mish": nn.Mish(), "Hardswish": nn.Hardswish(),
+        "Hardsigmoid": nn.Hardsigmoid(), "PReLU": nn.PReLU(3, 0.1),
+        "GroupNorm": nn.GroupNorm(2, 4, affine=False),
+        "InstanceNorm1d": nn.InstanceNorm1d(3, affine=True),
+        "InstanceNorm2d": nn.InstanceNorm2d(3, track_running_stats=True),
+        "Conv1d": nn.Conv1d(2, 4, 3, padding=1, groups=2),
+        "ConvTranspose2d": nn.ConvTranspose2d(2, 4, 3, stride=2, output_padding=1),
+        "MaxPool1d": nn.MaxPool1d(2), "AvgPool1d": nn.AvgPool1d(3, 1, 1),
+        "AdaptiveMaxPool2d": nn.AdaptiveMaxPool2d((2, None)),
+        "Upsample": nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
     }
 
 

@@ -1,0 +1,50 @@
+"""The added activations, convolutions, norms and resampling ops compute only through the
+backend primitives: on opaque arrays they give the reference backend's values and gradients bit
+for bit, with no host copy beyond the inputs and the constants they are given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minidl as md
+from minidl.ops import activations as act
+from minidl.ops import conv1d, conv_transpose, instance_norms, resample
+from opaque_backend import NAME, OpaqueBackend
+from test_backend_opaque import normal, reference_cpu, run  # noqa: F401  (the autouse fixture)
+
+# name -> (function of (device, *tensors), input arrays, host constants the ops make: interpolation
+# indices and weights depend on the sizes alone, are computed on the host and copied once each)
+OPS = {
+    "activations": (lambda d, x, w: act.leaky_relu(x, 0.1) + act.elu(x) + act.softplus(x, 2.0)
+                    + act.silu(x) + act.mish(x) + act.hardsigmoid(x * 4) + act.hardswish(x * 4)
+                    + act.prelu(x, w), [normal(2, 3, 4), normal(3)], 0),
+    "conv1d_pool1d": (lambda d, x, w: conv1d.max_pool1d(conv1d.conv1d(x, w, padding=1), 2)
+                      + conv1d.avg_pool1d(x[:, :2], 3, 1, 1)[..., ::2],
+                      [normal(2, 3, 8), normal(2, 3, 3)], 0),
+    "conv_transpose2d": (lambda d, x, w, b: conv_transpose.conv_transpose2d(x, w, b, stride=2),
+                         [normal(2, 3, 4, 4), normal(3, 2, 3, 3), normal(2)], 0),
+    "norms": (lambda d, x, w, b: instance_norms.group_norm(x, 3, w, b)
+              + instance_norms.instance_norm(x, weight=w, bias=b),
+              [normal(2, 6, 5), normal(6), normal(6)], 0),
+    "resample": (lambda d, x: resample.adaptive_max_pool2d(x, (2, 3)).sum()
+                 + resample.interpolate(x, scale_factor=2).sum()
+                 + resample.interpolate(x, size=(3, 7), mode="bilinear").sum(),
+                 [normal(2, 2, 5, 4)], 2 + 2 * 3),  # nearest: an index array per axis;
+    # bilinear: per axis two index arrays and one weight table
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_values_and_gradients_match_the_reference_on_opaque_arrays(name):
+    expected, expected_inputs = run(name, "cpu", OPS)
+    OpaqueBackend.reset()
+    out, inputs = run(name, NAME, OPS)
+    assert OpaqueBackend.violations == []
+    assert OpaqueBackend.transfers["to_numpy"] == 0, OpaqueBackend.transfers
+    constants = OPS[name][2]
+    assert OpaqueBackend.transfers["from_numpy"] == len(inputs) + 1 + constants, \
+        OpaqueBackend.transfers
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    for tensor, reference in zip(inputs, expected_inputs):
+        np.testing.assert_array_equal(tensor.grad.numpy(), reference.grad.numpy())

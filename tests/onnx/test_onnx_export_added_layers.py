@@ -1,0 +1,96 @@
+"""The added layers exported alone and in a small model, validated by onnx and run by
+onnxruntime at batch sizes other than the example's."""
+
+import numpy as np
+import onnx
+import pytest
+
+import minidl as md
+from minidl import nn
+
+from onnx_checks import export_and_compare
+
+rng = np.random.default_rng(0)
+
+
+def images(n, c=4, h=6, w=7):
+    return rng.standard_normal((n, c, h, w)).astype(np.float32) * 3
+
+
+def positive_images(n):
+    # Interpolation mixes neighbours; positive values keep float32 cancellation out of the
+    # comparison with onnxruntime's own summation order.
+    return rng.uniform(0.5, 2.0, (n, 4, 6, 7)).astype(np.float32)
+
+
+def sequences(n, c=4, length=10):
+    return rng.standard_normal((n, c, length)).astype(np.float32) * 3
+
+
+def tracked_instance_norm():
+    layer = nn.InstanceNorm2d(4, affine=True, track_running_stats=True)
+    layer.running_mean.data[...] = rng.standard_normal(4)
+    layer.running_var.data[...] = rng.uniform(0.5, 2.0, 4)
+    return layer
+
+
+def shifted(layer):
+    for parameter in layer.parameters():
+        parameter.data[...] += rng.uniform(0.1, 0.5, parameter.shape).astype(np.float32)
+    return layer
+
+
+# name -> (layer, input maker, an ONNX op the file must use)
+LAYERS = {
+    "leaky_relu": (lambda: nn.LeakyReLU(0.2), images, "LeakyRelu"),
+    "elu": (lambda: nn.ELU(0.5), images, "Elu"),
+    "softplus": (lambda: nn.Softplus(), images, "Softplus"),
+    "softplus_beta_threshold": (lambda: nn.Softplus(2.0, 3.0), images, "Softplus"),
+    "silu": (lambda: nn.SiLU(), images, "Sigmoid"),
+    "mish": (lambda: nn.Mish(), images, "Mish"),
+    "hardswish": (lambda: nn.Hardswish(), images, "HardSwish"),
+    "hardsigmoid": (lambda: nn.Hardsigmoid(), images, "HardSigmoid"),
+    "prelu": (lambda: shifted(nn.PReLU(4)), images, "PRelu"),
+    "prelu_shared": (lambda: nn.PReLU(), images, "PRelu"),
+    "group_norm": (lambda: shifted(nn.GroupNorm(2, 4)), images, "InstanceNormalization"),
+    "instance_norm": (lambda: nn.InstanceNorm2d(4), images, "InstanceNormalization"),
+    "instance_norm_affine": (lambda: shifted(nn.InstanceNorm1d(4, affine=True)), sequences,
+                             "InstanceNormalization"),
+    "instance_norm_tracked": (tracked_instance_norm, images, "BatchNormalization"),
+    "conv1d": (lambda: nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), sequences, "Conv"),
+    "conv_transpose2d": (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                    output_padding=1, groups=2), images,
+                         "ConvTranspose"),
+    "max_pool1d": (lambda: nn.MaxPool1d(3, 2, 1), sequences, "MaxPool"),
+    "avg_pool1d": (lambda: nn.AvgPool1d(2), sequences, "AveragePool"),
+    "adaptive_max_pool_global": (lambda: nn.AdaptiveMaxPool2d(1), images, "GlobalMaxPool"),
+    "adaptive_max_pool_uneven": (lambda: nn.AdaptiveMaxPool2d((4, 3)), images, "ReduceMax"),
+    "upsample_nearest": (lambda: nn.Upsample(scale_factor=2), images, "Resize"),
+    "upsample_nearest_size": (lambda: nn.Upsample(size=(9, 4)), images, "Resize"),
+    "upsample_bilinear": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), positive_images,
+                          "Resize"),
+    "upsample_bilinear_size": (lambda: nn.Upsample(size=(9, 11), mode="bilinear"), positive_images,
+                               "Resize"),
+    "upsample_bilinear_corners": (lambda: nn.Upsample(scale_factor=2, mode="bilinear",
+                                                      align_corners=True), positive_images,
+                                  "Resize"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_added_layer_alone(name, tmp_path):
+    make, data, op = LAYERS[name]
+    md.manual_seed(1)
+    layer = make()
+    path = export_and_compare(layer, [data(1)], [[data(3)], [data(1)], [data(5)]], tmp_path)
+    assert op in {node.op_type for node in onnx.load(str(path)).graph.node}
+
+
+def test_a_small_unet_like_model(tmp_path):
+    md.manual_seed(2)
+    model = nn.Sequential(
+        nn.Conv2d(4, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.SiLU(), nn.MaxPool2d(2),
+        nn.ConvTranspose2d(8, 4, 2, stride=2), nn.InstanceNorm2d(4, affine=True), nn.Mish(),
+        nn.Upsample(scale_factor=2, mode="bilinear"), nn.Hardswish(), nn.AdaptiveMaxPool2d(1),
+        nn.Flatten(), nn.Linear(4, 3), nn.PReLU())
+    export_and_compare(model, [images(2, h=8, w=8)], [[images(4, h=8, w=8)]], tmp_path)
