@@ -233,3 +233,12 @@ class LinearLR(LRScheduler):
         progress = min(epoch, self.total_iters) / self.total_iters
         return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
 
+
+
+# The other schedules live in modules by family; they are importable from here, as in PyTorch.
+from .lr_schedules_combined import ChainedScheduler, ReduceLROnPlateau, SequentialLR  # noqa: E402
+from .lr_schedules_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR  # noqa: E402
+from .lr_schedules_decay import LambdaLR, MultiplicativeLR, PolynomialLR  # noqa: E402
+
+__all__ += ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+            "CyclicLR", "OneCycleLR", "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"]
