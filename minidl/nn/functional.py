@@ -18,6 +18,7 @@ from ..ops.conv1d import avg_pool1d, conv1d, max_pool1d  # noqa: F401
 from ..ops.conv_transpose import conv_transpose2d  # noqa: F401
 from ..ops.instance_norms import group_norm, instance_norm  # noqa: F401
 from ..ops.resample import adaptive_max_pool2d, interpolate  # noqa: F401
+from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 
 
 def softmax(x, dim: int = -1, axis: int | None = None):

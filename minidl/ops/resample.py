@@ -25,6 +25,7 @@ from ..autograd.tensor import Tensor
 from ..ops.shape import cat
 from .conv import _pair
 from .pool import max_pool2d
+from .reduction import Extremum
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -46,10 +47,12 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
         return max_pool2d(x, (h // out_h, w // out_w))
     # A window is a rectangle, so its max is the max over rows of the max over columns: one
     # reduction per output row and per output column rather than per output cell.
-    rows = cat([x[:, :, a:b, :].max(axis=2, keepdims=True)
-                for a, b in adaptive_windows(h, out_h)], axis=2)
-    return cat([rows[:, :, :, a:b].max(axis=3, keepdims=True)
-                for a, b in adaptive_windows(w, out_w)], axis=3)
+    rows = cat([_max_over(x[:, :, a:b, :], 2) for a, b in adaptive_windows(h, out_h)], axis=2)
+    return cat([_max_over(rows[:, :, :, a:b], 3) for a, b in adaptive_windows(w, out_w)], axis=3)
+
+
+def _max_over(x: Tensor, axis: int) -> Tensor:
+    return Extremum.apply(x, axes=(axis,), keepdims=True, primitive="max")
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:

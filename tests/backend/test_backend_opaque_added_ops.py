@@ -9,7 +9,7 @@ import pytest
 
 import minidl as md
 from minidl.ops import activations as act
-from minidl.ops import conv1d, conv_transpose, instance_norms, resample
+from minidl.ops import attention, conv1d, conv_transpose, instance_norms, resample
 from opaque_backend import NAME, OpaqueBackend
 from test_backend_opaque import normal, reference_cpu, run  # noqa: F401  (the autouse fixture)
 
@@ -27,6 +27,9 @@ OPS = {
     "norms": (lambda d, x, w, b: instance_norms.group_norm(x, 3, w, b)
               + instance_norms.instance_norm(x, weight=w, bias=b),
               [normal(2, 6, 5), normal(6), normal(6)], 0),
+    "attention": (lambda d, q, k, v: attention.scaled_dot_product_attention(q, k, v)
+                  + attention.scaled_dot_product_attention(q, k, v, is_causal=True),
+                  [normal(2, 4, 3), normal(2, 4, 3), normal(2, 4, 5)], 1),  # the causal mask
     "resample": (lambda d, x: resample.adaptive_max_pool2d(x, (2, 3)).sum()
                  + resample.interpolate(x, scale_factor=2).sum()
                  + resample.interpolate(x, size=(3, 7), mode="bilinear").sum(),

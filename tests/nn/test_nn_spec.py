@@ -47,6 +47,10 @@ def built_in_layers():
         "MaxPool1d": nn.MaxPool1d(2), "AvgPool1d": nn.AvgPool1d(3, 1, 1),
         "AdaptiveMaxPool2d": nn.AdaptiveMaxPool2d((2, None)),
         "Upsample": nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+        "MultiheadAttention": nn.MultiheadAttention(8, 2, kdim=3, vdim=5, batch_first=True),
+        "TransformerEncoderLayer": nn.TransformerEncoderLayer(8, 2, 16, activation="gelu",
+                                                              norm_first=True),
+        "TransformerDecoderLayer": nn.TransformerDecoderLayer(8, 2, 16, bias=False),
     }
 
 

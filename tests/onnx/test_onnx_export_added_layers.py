@@ -94,3 +94,30 @@ def test_a_small_unet_like_model(tmp_path):
         nn.Upsample(scale_factor=2, mode="bilinear"), nn.Hardswish(), nn.AdaptiveMaxPool2d(1),
         nn.Flatten(), nn.Linear(4, 3), nn.PReLU())
     export_and_compare(model, [images(2, h=8, w=8)], [[images(4, h=8, w=8)]], tmp_path)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_transformer_layers_as_matmul_softmax_graphs(batch_first, tmp_path):
+    # The exported batch axis is axis 0: samples with batch_first, positions otherwise.
+    md.manual_seed(3)
+    encoder = nn.TransformerEncoderLayer(8, 2, 16, batch_first=batch_first, norm_first=True)
+    data = lambda n: rng.standard_normal((n, 5, 8) if batch_first else (n, 3, 8)) \
+        .astype(np.float32)  # noqa: E731
+    path = export_and_compare(encoder, [data(2)], [[data(4)], [data(1)]], tmp_path)
+    ops = {node.op_type for node in onnx.load(str(path)).graph.node}
+    assert {"MatMul", "Softmax", "LayerNormalization"} <= ops
+
+
+def test_multihead_attention_with_a_causal_mask(tmp_path):
+    md.manual_seed(4)
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = nn.MultiheadAttention(8, 4, batch_first=True)
+
+        def forward(self, x):
+            return self.attention(x, x, x, is_causal=True, need_weights=False)[0]
+
+    data = lambda n: rng.standard_normal((n, 6, 8)).astype(np.float32)  # noqa: E731
+    export_and_compare(CausalSelfAttention(), [data(2)], [[data(3)]], tmp_path)

@@ -15,6 +15,8 @@ from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .conv_variants import Conv1d, ConvTranspose2d  # noqa: F401
 from .instance_norms import GroupNorm, InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .resampling import AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, Upsample  # noqa: F401
+from .attention import MultiheadAttention  # noqa: F401
+from .transformer import TransformerDecoderLayer, TransformerEncoderLayer  # noqa: F401
 
 __all__ = [
     "GELU", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh", "ModuleDict", "ModuleList",
@@ -23,5 +25,6 @@ __all__ = [
     "LayerNorm", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d",
     "ELU", "Hardsigmoid", "Hardswish", "LeakyReLU", "Mish", "PReLU", "SiLU", "Softplus",
     "Conv1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-    "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample",
+    "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample", "MultiheadAttention",
+    "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
