@@ -256,18 +256,33 @@ def test_every_manager_policy_is_reachable_through_checkpoint_config(tmp_path):
     assert same_weights(run(4), run(4))  # reruns restore the encrypted files and stop there
 
 
-def test_fit_trains_from_a_loader_and_resumes_bitwise(tmp_path):
+LOADER_MODELS = {
+    "mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(),
+                                  nn.Linear(16, 10)), lambda p: optim.Adam(p, lr=1e-2)),
+    # Eight tokens of eight features per image; attention and feed-forward dropout draw from
+    # the global generator, whose state the checkpoint carries; a one-cycle schedule too.
+    "transformer": (lambda: nn.Sequential(
+        nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True), nn.Flatten(),
+        nn.Linear(64, 10)), lambda p: optim.RAdam(p, lr=1e-2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOADER_MODELS))
+def test_fit_trains_from_a_loader_and_resumes_bitwise(name, tmp_path):
     from minidl.data import DataLoader, TensorDataset
 
-    data = TensorDataset(md.tensor(X[:160]), md.tensor(Y[:160]))
+    images = X[:160] if name == "mlp" else X[:160].reshape(-1, 8, 8)
+    data = TensorDataset(md.tensor(images), md.tensor(Y[:160]))
+    build, make_optimizer = LOADER_MODELS[name]
 
     def train(directory, crash_at=-1):
         md.manual_seed(0)
-        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
-        opt = optim.Adam(model.parameters(), lr=1e-2)
+        model = build()
+        opt = make_optimizer(model.parameters())
         loader = DataLoader(data, batch_size=32, shuffle=True, seed=4)
+        scheduler = optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-2, total_steps=15)
         md.fit(model, nn.CrossEntropyLoss(), opt, loader, epochs=3, progress=False,
-               callbacks=[CrashAt(crash_at)],
+               scheduler=scheduler, callbacks=[CrashAt(crash_at)],
                checkpoint=CheckpointConfig(directory, save_every_steps=4, max_to_keep=None))
         return model
 
