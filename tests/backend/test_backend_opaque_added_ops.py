@@ -9,7 +9,7 @@ import pytest
 
 import minidl as md
 from minidl.ops import activations as act
-from minidl.ops import attention, conv1d, conv_transpose, instance_norms, resample
+from minidl.ops import attention, conv1d, conv_transpose, instance_norms, recurrent, resample
 from opaque_backend import NAME, OpaqueBackend
 from test_backend_opaque import normal, reference_cpu, run  # noqa: F401  (the autouse fixture)
 
@@ -30,12 +30,22 @@ OPS = {
     "attention": (lambda d, q, k, v: attention.scaled_dot_product_attention(q, k, v)
                   + attention.scaled_dot_product_attention(q, k, v, is_causal=True),
                   [normal(2, 4, 3), normal(2, 4, 3), normal(2, 4, 5)], 1),  # the causal mask
+    "recurrent": (lambda d, x, h, w_ih, w_hh, b, w3, w4, b4: (
+        recurrence_sum("GRU", x, [h], w_ih, w_hh, b, b)
+        + recurrence_sum("LSTM", x, [h, h], w3, w4, b4, b4, reverse=True)
+        + recurrence_sum("RNN", x, [h], w_ih[:2], w_hh[:2, :], b[:2], b[:2])),
+        [normal(4, 3, 2), normal(3, 2), normal(6, 2), normal(6, 2), normal(6), normal(8, 2),
+         normal(8, 2), normal(8)], 0),
     "resample": (lambda d, x: resample.adaptive_max_pool2d(x, (2, 3)).sum()
                  + resample.interpolate(x, scale_factor=2).sum()
                  + resample.interpolate(x, size=(3, 7), mode="bilinear").sum(),
                  [normal(2, 2, 5, 4)], 2 + 2 * 3),  # nearest: an index array per axis;
     # bilinear: per axis two index arrays and one weight table
 }
+
+
+def recurrence_sum(mode, x, states, *weights, reverse=False):
+    return recurrent.recurrence(mode, x, states, *weights, reverse=reverse).sum()
 
 
 @pytest.mark.parametrize("name", sorted(OPS))

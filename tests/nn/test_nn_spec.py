@@ -51,6 +51,9 @@ def built_in_layers():
         "TransformerEncoderLayer": nn.TransformerEncoderLayer(8, 2, 16, activation="gelu",
                                                               norm_first=True),
         "TransformerDecoderLayer": nn.TransformerDecoderLayer(8, 2, 16, bias=False),
+        "RNN": nn.RNN(3, 4, num_layers=2, nonlinearity="relu", batch_first=True),
+        "LSTM": nn.LSTM(3, 4, bidirectional=True, dropout=0.2, num_layers=2),
+        "GRU": nn.GRU(3, 4, bias=False),
     }
 
 

@@ -15,7 +15,7 @@ process-wide settings that make the two pools get along live in :mod:`.process_s
 """
 
 from ..reference import ReferenceBackend
-from . import conv, nn_kernels, optim_kernels, pool, random_kernels
+from . import conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 from .process_settings import apply_process_settings
 
 
@@ -43,6 +43,10 @@ class NumbaCpuBackend(ReferenceBackend):
     gelu_backward = staticmethod(nn_kernels.gelu_backward)
     layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
+    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
+    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
+    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
     random_uniform = staticmethod(random_kernels.random_uniform)

@@ -17,6 +17,7 @@ from .instance_norms import GroupNorm, InstanceNorm1d, InstanceNorm2d  # noqa: F
 from .resampling import AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, Upsample  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .transformer import TransformerDecoderLayer, TransformerEncoderLayer  # noqa: F401
+from .recurrent import GRU, LSTM, RNN  # noqa: F401
 
 __all__ = [
     "GELU", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh", "ModuleDict", "ModuleList",
@@ -26,5 +27,5 @@ __all__ = [
     "ELU", "Hardsigmoid", "Hardswish", "LeakyReLU", "Mish", "PReLU", "SiLU", "Softplus",
     "Conv1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
     "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample", "MultiheadAttention",
-    "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "RNN", "LSTM", "GRU",
 ]

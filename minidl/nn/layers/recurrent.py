@@ -1,0 +1,172 @@
+"""RNN, LSTM and GRU layers with PyTorch's arguments, parameter names and shapes, and returns.
+
+Parameters per layer k and direction (suffix ``_reverse`` for the backward one):
+``weight_ih_l{k}`` (G·H, in), ``weight_hh_l{k}`` (G·H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}``
+(G·H,), with G = 1 (RNN), 3 (GRU: reset, update, new) or 4 (LSTM: input, forget, cell, output),
+all initialised U(-1/√H, 1/√H) as in PyTorch. Inputs are (T, N, in) -- (N, T, in) with
+``batch_first`` -- or one unbatched sequence (T, in). ``dropout`` applies between stacked
+layers in training. Each direction of each layer is one op (see :mod:`minidl.ops.recurrent`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...autograd.tensor import Tensor
+from ...ops.nn_ops import dropout
+from ...ops.recurrent import recurrence
+from ...ops.shape import cat, stack
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+from ..registry import register_module
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+class _RecurrentLayer(Module):
+    mode = "RNN"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, nonlinearity: str = "tanh", dtype=np.float32):
+        super().__init__()
+        for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
+                            ("num_layers", num_layers)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{self.mode}: {name} must be an int >= 1, got {value!r}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{self.mode}: dropout must be in [0, 1], got {dropout!r}")
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"{self.mode}: nonlinearity must be 'tanh' or 'relu', got "
+                             f"{nonlinearity!r}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
+        self.bidirectional, self.nonlinearity = bool(bidirectional), nonlinearity
+        gates = _GATES[self.mode] * hidden_size
+        bound = 1.0 / math.sqrt(hidden_size)
+        for layer in range(num_layers):
+            width = input_size if layer == 0 else hidden_size * self.directions
+            for suffix in self._suffixes():
+                shapes = {f"weight_ih_l{layer}{suffix}": (gates, width),
+                          f"weight_hh_l{layer}{suffix}": (gates, hidden_size)}
+                if bias:
+                    shapes[f"bias_ih_l{layer}{suffix}"] = (gates,)
+                    shapes[f"bias_hh_l{layer}{suffix}"] = (gates,)
+                for name, shape in shapes.items():
+                    parameter = Parameter(np.empty(shape, dtype))
+                    init.uniform_(parameter, -bound, bound)
+                    self.register_parameter(name, parameter)
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _suffixes(self):
+        return ("", "_reverse") if self.bidirectional else ("",)
+
+    def _zeros(self, like: Tensor, batch: int) -> Tensor:
+        shape = (self.num_layers * self.directions, batch, self.hidden_size)
+        return Tensor._wrap(like.backend.zeros(shape, like.dtype), like.device)
+
+    def _check_state(self, name: str, state: Tensor, batch: int, batched: bool) -> Tensor:
+        expected = (self.num_layers * self.directions, batch, self.hidden_size)
+        if not batched:
+            if state.shape != expected[::2]:
+                raise ValueError(f"{self.mode}: {name} must have shape {expected[::2]} for an "
+                                 f"unbatched input, got {state.shape}")
+            return state.unsqueeze(1)
+        if state.shape != expected:
+            raise ValueError(f"{self.mode}: {name} must have shape {expected}, got "
+                             f"{state.shape}")
+        return state
+
+    def forward(self, input, hx=None):
+        batched = input.ndim == 3
+        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
+            raise ValueError(f"{self.mode}: expected input (T, N, {self.input_size}) or "
+                             f"(T, {self.input_size}), got shape {input.shape}")
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        steps, batch = x.shape[:2]
+        names = ("h_0", "c_0") if self.mode == "LSTM" else ("h_0",)
+        if hx is None:
+            states = [self._zeros(x, batch) for _ in names]
+        else:
+            given = hx if self.mode == "LSTM" else (hx,)
+            if len(given) != len(names):
+                raise ValueError(f"{self.mode}: hx must be {'(h_0, c_0)' if len(names) == 2 else 'h_0'}")
+            states = [self._check_state(n, s, batch, batched) for n, s in zip(names, given)]
+        finals = [[] for _ in names]
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction, suffix in enumerate(self._suffixes()):
+                index = layer * self.directions + direction
+                weights = [getattr(self, f"{kind}_l{layer}{suffix}") for kind in
+                           ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:4 if self.bias else 2]]
+                out = recurrence(self.mode, x, [s[index] for s in states], *weights,
+                                 reverse=direction == 1, nonlinearity=self.nonlinearity)
+                if self.mode == "LSTM":
+                    out, last_c = out[:steps], out[steps]
+                    finals[1].append(last_c)
+                # The backward direction ends at t = 0.
+                finals[0].append(out[steps - 1] if direction == 0 else out[0])
+                outputs.append(out)
+            x = outputs[0] if len(outputs) == 1 else cat(outputs, axis=2)
+            if self.training and self.dropout > 0.0 and layer < self.num_layers - 1:
+                x = dropout(x, self.dropout, True)
+        finals = [stack(f, 0) for f in finals]
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        if not batched:
+            x, finals = x.squeeze(1), [f.squeeze(1) for f in finals]
+        return (x, tuple(finals)) if self.mode == "LSTM" else (x, finals[0])
+
+    def get_config(self):
+        config = {"input_size": self.input_size, "hidden_size": self.hidden_size,
+                  "num_layers": self.num_layers, "bias": self.bias,
+                  "batch_first": self.batch_first, "dropout": self.dropout,
+                  "bidirectional": self.bidirectional,
+                  "dtype": str(self.weight_ih_l0.dtype)}
+        if self.mode == "RNN":
+            config["nonlinearity"] = self.nonlinearity
+        return config
+
+
+@register_module
+class RNN(_RecurrentLayer):
+    """Elman RNN: h_t = tanh(x_t·W_ihᵀ + b_ih + h_{t-1}·W_hhᵀ + b_hh) (or relu).
+    Returns ``(output, h_n)``."""
+
+    mode = "RNN"
+
+
+@register_module
+class LSTM(_RecurrentLayer):
+    """Long short-term memory. Returns ``(output, (h_n, c_n))``; ``hx`` is ``(h_0, c_0)``."""
+
+    mode = "LSTM"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, dtype=np.float32):
+        if proj_size:
+            raise ValueError("LSTM: proj_size is not supported")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype=dtype)
+
+
+@register_module
+class GRU(_RecurrentLayer):
+    """Gated recurrent unit. Returns ``(output, h_n)``."""
+
+    mode = "GRU"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, dtype=np.float32):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype=dtype)
