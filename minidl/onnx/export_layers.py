@@ -13,7 +13,9 @@ the layer does:
   AdaptiveMaxPool2d to 1×1 ``GlobalMaxPool``);
 * GroupNorm and the instance norms are ``InstanceNormalization`` (their batch-norm-on-a-folded-
   input computation would read as batch statistics, which have no inference form);
-* Upsample is ``Resize``, with the coordinate mapping PyTorch uses.
+* Upsample is ``Resize``, with the coordinate mapping PyTorch uses;
+* RNN, LSTM and GRU are one ONNX ``RNN``/``LSTM``/``GRU`` node per layer (gates reordered to
+  ONNX's order), not an unrolled loop.
 
 Each entry is ``exporter(builder, module, args, run) -> output``. It either maps the layer whole
 (running it under ``tracing.suspended()`` so the inner ops stay silent) or returns ``run()``.
@@ -163,3 +165,91 @@ LAYER_EXPORTERS.update({
     layers.InstanceNorm1d: _export_instance_norm, layers.InstanceNorm2d: _export_instance_norm,
     layers.Upsample: _export_upsample, layers.AdaptiveMaxPool2d: _export_adaptive_max_pool,
 })
+
+
+# -- recurrent layers: ONNX RNN / LSTM / GRU nodes, one per layer ------------------------------
+
+# ONNX orders the gates differently from PyTorch: LSTM (i, o, f, c) for PyTorch's (i, f, g, o);
+# GRU (z, r, h) for (r, z, n). Rows of every weight and bias are permuted to match.
+_ONNX_GATE_ORDER = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN": [0]}
+
+
+def _onnx_gates(array, mode, hidden):
+    blocks = [array[k * hidden:(k + 1) * hidden] for k in range(len(_ONNX_GATE_ORDER[mode]))]
+    return np.concatenate([blocks[k] for k in _ONNX_GATE_ORDER[mode]])
+
+
+def _recurrent_weights(builder, module, layer):
+    """W, R, B initializers of one layer: (directions, gates·H, ·), biases (directions, 2·gates·H)."""
+    hidden, mode = module.hidden_size, module.mode
+    w, r, b = [], [], []
+    for suffix in module._suffixes():
+        def get(kind):
+            return getattr(module, f"{kind}_l{layer}{suffix}").numpy()
+        w.append(_onnx_gates(get("weight_ih"), mode, hidden))
+        r.append(_onnx_gates(get("weight_hh"), mode, hidden))
+        if module.bias:
+            b.append(np.concatenate([_onnx_gates(get("bias_ih"), mode, hidden),
+                                     _onnx_gates(get("bias_hh"), mode, hidden)]))
+    names = [builder.constant(np.stack(w), f"{mode}_W_l{layer}"),
+             builder.constant(np.stack(r), f"{mode}_R_l{layer}")]
+    names.append(builder.constant(np.stack(b), f"{mode}_B_l{layer}") if module.bias else "")
+    return names
+
+
+def _export_recurrent(builder, module, args, run):
+    x = args[0]
+    hx = args[1] if len(args) > 1 else None
+    if not isinstance(x, Tensor) or x.ndim != 3:
+        return run()  # unbatched sequences: the traced ops report themselves
+    result = _run_silently(run)
+    output, finals = result[0], result[1] if module.mode == "LSTM" else (result[1],)
+    states = [] if hx is None else list(hx) if module.mode == "LSTM" else [hx]
+    name = builder.name_of(x)
+    in_axis = builder.batch_axis[name]
+    if module.batch_first:
+        name = builder.add_node("Transpose", [name], perm=[1, 0, 2])
+    directions = module.directions
+    attributes = {"hidden_size": module.hidden_size,
+                  "direction": "bidirectional" if directions == 2 else "forward"}
+    if module.mode == "GRU":
+        attributes["linear_before_reset"] = 1  # PyTorch applies r after the hidden product
+    if module.mode == "RNN":
+        attributes["activations"] = ["Tanh" if module.nonlinearity == "tanh" else "Relu"] \
+            * directions
+    last = {0: [], 1: []}
+    for layer in range(module.num_layers):
+        inputs = [name] + _recurrent_weights(builder, module, layer)
+        if states:
+            inputs.append("")  # sequence_lens: every sequence has the full length
+            for state in states:
+                inputs.append(builder.add_node(
+                    "Slice", [builder.name_of(state),
+                              builder.int64s([layer * directions], "starts"),
+                              builder.int64s([(layer + 1) * directions], "ends"),
+                              builder.int64s([0], "axes")]))
+        count = 3 if module.mode == "LSTM" else 2
+        y, *ends = builder.add_node(module.mode, inputs, outputs=count, **attributes)
+        for k, end in enumerate(ends):
+            last[k].append(end)
+        # Y is (T, directions, N, H): directions side by side on the features, as PyTorch.
+        y = builder.add_node("Transpose", [y], perm=[0, 2, 1, 3])
+        name = builder.add_node("Reshape", [y, builder.int64s([0, 0, -1], "shape")])
+    if module.batch_first:
+        name = builder.add_node("Transpose", [name], perm=[1, 0, 2])
+    builder.emit("Identity", [name], output, in_axis)
+    # Final states are (layers·directions, N, H): the batch is axis 1 when the input's batch
+    # axis was N, and absent when the traced batch axis was the sequence.
+    state_axis = 1 if (module.batch_first and in_axis == 0) or \
+        (not module.batch_first and in_axis == 1) else None
+    for k, final in enumerate(finals):
+        pieces = last[k]
+        if len(pieces) == 1:
+            builder.emit("Identity", pieces, final, state_axis)
+        else:
+            builder.emit("Concat", pieces, final, state_axis, axis=0)
+    return result
+
+
+LAYER_EXPORTERS.update({layers.RNN: _export_recurrent, layers.LSTM: _export_recurrent,
+                        layers.GRU: _export_recurrent})

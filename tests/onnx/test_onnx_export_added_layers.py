@@ -121,3 +121,46 @@ def test_multihead_attention_with_a_causal_mask(tmp_path):
 
     data = lambda n: rng.standard_normal((n, 6, 8)).astype(np.float32)  # noqa: E731
     export_and_compare(CausalSelfAttention(), [data(2)], [[data(3)]], tmp_path)
+
+
+class SequenceModel(nn.Module):
+    """A recurrent layer whose output and final states all reach the graph's outputs."""
+
+    def __init__(self, layer, with_states):
+        super().__init__()
+        self.layer, self.with_states = layer, with_states
+
+    def forward(self, x, *states):
+        if not self.with_states:
+            out, final = self.layer(x)
+        else:
+            out, final = self.layer(x, tuple(states) if len(states) == 2 else states[0])
+        finals = final if isinstance(final, tuple) else (final,)
+        return (out, *finals)
+
+
+@pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("options", [{}, {"num_layers": 2, "bidirectional": True},
+                                     {"batch_first": True, "num_layers": 2}])
+def test_recurrent_layers_as_onnx_recurrent_nodes(mode, options, tmp_path):
+    md.manual_seed(5)
+    layer = getattr(nn, mode)(3, 4, **options)
+    batch_first = options.get("batch_first", False)
+    data = (lambda n: rng.standard_normal((n, 6, 3)).astype(np.float32)) if batch_first else \
+        (lambda n: rng.standard_normal((n, 2, 3)).astype(np.float32))  # axis 0 varies
+    path = export_and_compare(SequenceModel(layer, False), [data(2)], [[data(5)], [data(1)]],
+                              tmp_path)
+    assert mode in {node.op_type for node in onnx.load(str(path)).graph.node}
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_recurrent_layers_with_initial_states(mode, tmp_path):
+    md.manual_seed(6)
+    layer = getattr(nn, mode)(3, 4, num_layers=2, bidirectional=True, batch_first=True)
+    count = 2 if mode == "LSTM" else 1
+
+    def inputs(n):
+        return [rng.standard_normal((n, 6, 3)).astype(np.float32)] + \
+            [rng.standard_normal((4, n, 4)).astype(np.float32) for _ in range(count)]
+
+    export_and_compare(SequenceModel(layer, True), inputs(2), [inputs(2)], tmp_path)
