@@ -68,7 +68,7 @@ class LSTMRecurrence(_Recurrence):
         self.has_bias, self.reverse = b_ih is not None, reverse
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         gates = _input_gates(be, x, w_ih, b_ih, b_hh)
-        w_hh_t = be.transpose(w_hh, (1, 0))
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
         steps = x.shape[0]
         outputs, self.saved = [None] * steps, [None] * steps
         for t in _order(steps, reverse):
@@ -105,7 +105,7 @@ class GRURecurrence(_Recurrence):
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         # Unlike the LSTM, b_hh stays inside: the new-gate candidate multiplies it by r.
         input_gates = _input_gates(be, x, w_ih, b_ih, None)
-        w_hh_t = be.transpose(w_hh, (1, 0))
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
         steps = x.shape[0]
         outputs, self.saved = [None] * steps, [None] * steps
         for t in _order(steps, reverse):
@@ -144,7 +144,7 @@ class RNNRecurrence(_Recurrence):
         self.has_bias, self.reverse, self.nonlinearity = b_ih is not None, reverse, nonlinearity
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         gates = _input_gates(be, x, w_ih, b_ih, b_hh)
-        w_hh_t = be.transpose(w_hh, (1, 0))
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
         activate = be.tanh if nonlinearity == "tanh" else be.relu
         steps = x.shape[0]
         outputs, self.previous = [None] * steps, [None] * steps
