@@ -6,11 +6,29 @@ random generator (``md.manual_seed``), and the file functions (``md.save``, ``md
 (Numba, ONNX, cryptography) are imported only when first used.
 """
 
-from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
+from .backend.threads import get_num_threads, set_num_threads
 from .autograd.tensor import (
     Tensor, as_tensor, bool_, float16, float32, float64, int32, int64, tensor, uint8,
 )
 from .ops.shape import cat, stack, where
+# The ops as functions of the module too, as PyTorch's ``torch.max(x, 1)``, ``torch.exp(x)``.
+# (These names shadow Python's max/min/sum/abs/pow/all/any inside this module only; nothing
+# below uses the builtins.)
+from .ops.elementwise import (  # noqa: E402,A004
+    abs, add, clamp, div, eq, exp, floor_divide, ge, gelu, gt, le, log, lt, maximum, minimum,
+    mul, ne, neg, pow, relu, remainder, sigmoid, sqrt, sub, tanh,
+)
+from .ops.linalg import matmul  # noqa: E402
+from .nn.functional import log_softmax, softmax  # noqa: E402
+from .ops.reduction import (  # noqa: E402,A004
+    all, amax, amin, any, argmax, argmin, max, mean, min, std, sum, var,
+)
+from .ops.shape import (  # noqa: E402
+    flatten, index_put, permute, reshape, squeeze, transpose, unsqueeze,
+)
 from .random import Generator, get_rng_state, initial_seed, manual_seed, set_rng_state
 from .creation import arange, ones, ones_like, rand, randn, zeros, zeros_like, from_numpy
 from . import nn, optim  # noqa: E402  (light: no kernels compile until used)

@@ -70,12 +70,17 @@ def test_tensor_operators():
 def test_reductions_take_axis_or_dim_and_keepdims():
     values = np.arange(6, dtype=np.float32).reshape(2, 3)
     a = md.tensor(values)
-    for op in ("sum", "mean", "max"):
-        expected = getattr(np, op)(values, axis=1, keepdims=True)
+    for op, np_op in (("sum", np.sum), ("mean", np.mean), ("amax", np.max)):
+        expected = np_op(values, axis=1, keepdims=True)
         np.testing.assert_array_equal(getattr(a, op)(axis=1, keepdims=True).numpy(), expected)
         np.testing.assert_array_equal(getattr(a, op)(dim=1, keepdim=True).numpy(), expected)
         np.testing.assert_array_equal(getattr(a, op)(dim=-1).numpy(), expected[:, 0])
-        assert getattr(a, op)().item() == getattr(np, op)(values)
+        assert getattr(a, op)().item() == np_op(values)
+    # max/min(dim) return (values, indices), as PyTorch.
+    values_, indices = a.max(dim=1)
+    np.testing.assert_array_equal(values_.numpy(), values.max(axis=1))
+    np.testing.assert_array_equal(indices.numpy(), values.argmax(axis=1))
+    assert a.max().item() == values.max()
 
 
 def test_cat_stack_where():

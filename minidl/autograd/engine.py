@@ -73,6 +73,9 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
         if tuple(grad.shape) != root.shape:
             raise ValueError(f"backward: grad has shape {tuple(grad.shape)}, "
                              f"the output has shape {root.shape}")
+        # Each gradient takes the dtype of the tensor it is for, as in PyTorch: a float64
+        # gradient passed into a float32 graph is cast, not allowed to widen every step.
+        grad = backend.astype(grad, root.dtype)
 
     grads = {id(root): grad}
     # ids of arrays already stored in some .grad during this pass; a grad the caller passed in
@@ -96,6 +99,7 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
             raise RuntimeError(
                 "backward: trying to backward through the graph a second time; its saved "
                 "arrays were freed by the first backward. Pass retain_graph=True the first time.")
+        node.check_saved_versions()
         input_grads = node.backward(grad)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
@@ -103,8 +107,35 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
             if not needs or parent_grad is None:
                 continue
             parent_grad = sum_to_shape(backend, parent_grad, parent.shape)
+            if parent_grad.dtype != parent.dtype:
+                parent_grad = backend.astype(parent_grad, parent.dtype)
             previous = grads.get(id(parent))
             grads[id(parent)] = parent_grad if previous is None else backend.add(previous,
                                                                                   parent_grad)
         if not retain_graph:
             node.release()
+    for hook in list(_backward_finished_hooks.values()):
+        hook()
+
+
+# Called after every backward pass, once all leaf gradients are accumulated: the place where
+# data-parallel training averages gradients across processes (PyTorch queues such work on its
+# engine as "callbacks" for the same reason: a leaf cannot know it received its last gradient).
+_backward_finished_hooks: dict[int, object] = {}
+
+
+class HookHandle:
+    """Returned by :func:`register_backward_finished_hook`; ``remove()`` unregisters."""
+
+    def __init__(self, key: int):
+        self.key = key
+
+    def remove(self) -> None:
+        _backward_finished_hooks.pop(self.key, None)
+
+
+def register_backward_finished_hook(hook) -> HookHandle:
+    """Run ``hook()`` at the end of every ``backward``; returns a handle to remove it."""
+    key = max(_backward_finished_hooks, default=-1) + 1
+    _backward_finished_hooks[key] = hook
+    return HookHandle(key)

@@ -15,9 +15,30 @@ sums them back to each input's shape, so no op has to repeat that bookkeeping.
 
 from __future__ import annotations
 
+import weakref
+
 from ..backend import get_backend
 from . import tracing
 from .grad_mode import is_grad_enabled
+
+
+def _add_consumer(tensor, node) -> None:
+    """Note that ``node`` reads ``tensor``, so that an in-place edit of the tensor can leave the
+    node reading the value it read (autograd/inplace.py).
+
+    Leaves that require grad (parameters) are skipped: they cannot be edited in place while a
+    graph is recorded. The list holds weak references, pruned as it grows, so a constant read by
+    every step does not accumulate the nodes of finished steps.
+    """
+    if tensor._node is None and tensor.requires_grad:
+        return
+    consumers = tensor._consumers
+    if consumers is None:
+        tensor._consumers = [weakref.ref(node)]
+        return
+    if len(consumers) >= 16 and not len(consumers) & (len(consumers) - 1):  # at powers of two
+        consumers[:] = [ref for ref in consumers if ref() is not None]
+    consumers.append(weakref.ref(node))
 
 
 class Function:
@@ -29,11 +50,17 @@ class Function:
     # would only keep their inputs alive for a backward pass that has nothing to send.
     differentiable = True
 
+    # True for ops whose output is a view of their (first) input's memory (reshape, permute,
+    # basic indexing): the output then shares the input's version counter, so an in-place edit
+    # through either is seen through both. An op may also set it on itself in forward.
+    output_is_view = False
+
     # Set by apply(); plain attributes rather than constructor arguments keep ops short.
     backend = None
     parents: tuple = ()
     needs_input_grad: tuple = ()
     released = False
+    saved_versions: tuple = ()
 
     def forward(self, *arrays, **attrs):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -51,26 +78,69 @@ class Function:
         from .tensor import Tensor
 
         device = inputs[0].device
-        for tensor in inputs[1:]:
+        for tensor in inputs:
+            if tensor._view_version is not None and tensor._view_version != \
+                    tensor._version_cell[0] and tensor.requires_grad and is_grad_enabled():
+                raise RuntimeError(
+                    f"{cls.__name__}: an input is a view taken before its memory was edited in "
+                    f"place; its recorded history no longer describes its values. Take the "
+                    f"view again after the edit.")
             if tensor.device != device:
                 raise ValueError(
                     f"{cls.__name__}: inputs are on different devices "
                     f"({', '.join(t.device for t in inputs)}); move them with .to(device)")
         node = cls()
         node.backend = get_backend(device)
-        out_data = node.forward(*(t.data for t in inputs), **attrs)
         needs = tuple(t.requires_grad for t in inputs)
         requires_grad = cls.differentiable and is_grad_enabled() and any(needs)
+        # Known before forward, so a forward can skip saving what no gradient will read (Mul
+        # keeps a only when b needs a gradient); in-place edits of unsaved tensors stay legal.
+        node.needs_input_grad = needs if requires_grad else (False,) * len(inputs)
+        out_data = node.forward(*(t.data for t in inputs), **attrs)
         out = Tensor._wrap(out_data, device, requires_grad)
+        if node.output_is_view:
+            out._version_cell = inputs[0]._version_cell
+            if requires_grad:
+                out._view_version = out._version_cell[0]
         if requires_grad:
             node.parents = inputs
-            node.needs_input_grad = needs
             out._node = node
+            for tensor in inputs:
+                _add_consumer(tensor, node)
+            node.saved_versions = node._versions_of_saved(inputs, out)
         # Reported whether or not it is differentiable: a mask computed from the input (x > 0)
         # must reach the tracer as an op, or an export would freeze it at the example's values.
         if tracing.active is not None:
             tracing.active.on_function(cls, inputs, attrs, out)
         return out
+
+    def _versions_of_saved(self, inputs, out) -> tuple:
+        """(counter, version now, input position or None for the output) for each tensor
+        whose array the forward kept on ``self`` for the backward rule.
+
+        Found by identity: an op saves what it needs as attributes (``self.a = a``,
+        ``self.out = ...``), so an attribute that *is* an input's or the output's array marks
+        that tensor as saved. An op that saves nothing (add) constrains nothing.
+        """
+        kept = {id(value) for value in vars(self).values()}
+        saved = []
+        for i, tensor in enumerate(inputs):
+            if id(tensor.data) in kept:
+                saved.append((tensor._version_cell, tensor._version_cell[0], i))
+        if id(out.data) in kept:
+            saved.append((out._version_cell, out._version_cell[0], None))
+        return tuple(saved)
+
+    def check_saved_versions(self) -> None:
+        """Raise if a tensor this node saved was edited in place since (PyTorch's error)."""
+        for cell, version, position in self.saved_versions:
+            if cell[0] != version:
+                what = "output" if position is None else f"input {position}"
+                raise RuntimeError(
+                    f"one of the tensors needed for gradient computation has been modified by "
+                    f"an inplace operation: the {what} of {self.name} is at version {cell[0]}; "
+                    f"expected version {version} instead. Compute it out of place (or clone "
+                    f"it before editing).")
 
     def release(self) -> None:
         """Drop saved arrays and links once backward has used them (``retain_graph=False``)."""

@@ -47,3 +47,28 @@ class no_grad(_GradMode):
 class enable_grad(_GradMode):
     """Context manager (or decorator) that turns graph recording back on inside ``no_grad``."""
     enabled = True
+
+
+class inference_mode(_GradMode):
+    """``torch.inference_mode``: a context manager (or decorator) for pure inference, in which
+    ops record no graph. ``inference_mode(False)`` leaves recording as it is outside.
+
+    PyTorch also skips version counting there; minidl's counters cost one increment per
+    in-place edit, so the mode is exactly ``no_grad``.
+    """
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        if self.mode:
+            set_grad_enabled(False)
+        return self
+
+    def __call__(self, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            with inference_mode(self.mode):
+                return function(*args, **kwargs)
+        return wrapper

@@ -27,12 +27,21 @@ bool_ = np.dtype(np.bool_)
 
 _DEFAULT_FLOAT = float32
 
+# PyTorch's legacy type names, which ``Tensor.type()`` reports and accepts.
+_TYPE_NAMES = {float32: "FloatTensor", float64: "DoubleTensor", float16: "HalfTensor",
+               int64: "LongTensor", int32: "IntTensor", np.dtype(np.int16): "ShortTensor",
+               np.dtype(np.int8): "CharTensor", uint8: "ByteTensor", bool_: "BoolTensor"}
+
 
 class Tensor:
     """A multi-dimensional array that can record the ops applied to it and differentiate them."""
 
+    # _version_cell: a one-element list counting in-place edits of this memory, shared by the
+    # tensors that view it; _view_version: for a view recorded in a graph, the count when it was
+    # taken; _consumers: weak references to the recorded nodes that read this tensor (see
+    # autograd/inplace.py for all three).
     __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_retains_grad",
-                 "__weakref__")
+                 "_version_cell", "_view_version", "_consumers", "__weakref__")
     # NumPy defers binary operators to us (np_array * tensor -> Tensor.__rmul__).
     __array_priority__ = 1000
 
@@ -55,6 +64,9 @@ class Tensor:
         self.grad = None
         self._node = None
         self._retains_grad = False
+        self._version_cell = [0]
+        self._view_version = None
+        self._consumers = None
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -73,6 +85,9 @@ class Tensor:
         self.grad = None
         self._node = None
         self._retains_grad = False
+        self._version_cell = [0]
+        self._view_version = None
+        self._consumers = None
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -111,6 +126,11 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         return self._node is None
+
+    @property
+    def _version(self) -> int:
+        """How many times this memory was edited in place (PyTorch's ``_version``)."""
+        return self._version_cell[0]
 
     @property
     def grad_fn(self):
@@ -182,6 +202,32 @@ class Tensor:
     def long(self) -> "Tensor":
         return self.to(dtype=int64)
 
+    def int(self) -> "Tensor":  # noqa: A003
+        """As int32 (PyTorch's ``int()``; floats are truncated toward zero)."""
+        return self.to(dtype=int32)
+
+    def half(self) -> "Tensor":
+        """As float16."""
+        return self.to(dtype=float16)
+
+    def bool(self) -> "Tensor":  # noqa: A003
+        """As bool: True where non-zero."""
+        return self.to(dtype=bool_)
+
+    def type(self, dtype=None):  # noqa: A003
+        """With no argument, the type's name as PyTorch spells it ("minidl.FloatTensor");
+        with a dtype or such a name, this tensor cast to it."""
+        if dtype is None:
+            return "minidl." + _TYPE_NAMES.get(self.dtype, f"{self.dtype.name}Tensor")
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            by_name = {name: kind for kind, name in _TYPE_NAMES.items()}
+            name = dtype.rsplit(".", 1)[-1]
+            if name not in by_name:
+                raise ValueError(f"type: unknown tensor type {dtype!r} (expected one of "
+                                 f"{sorted(by_name)})")
+            dtype = by_name[name]
+        return self.to(dtype=dtype)
+
     def astype(self, dtype) -> "Tensor":
         return self.to(dtype=dtype)
 
@@ -219,8 +265,10 @@ class Tensor:
             self.grad = Tensor._wrap(self.backend.add(self.grad.data, grad), self.device)
 
     def detach(self) -> "Tensor":
-        """The same data, cut off from the graph (shares memory)."""
-        return Tensor._wrap(self.data, self.device)
+        """The same data, cut off from the graph (shares memory, and so the version counter)."""
+        out = Tensor._wrap(self.data, self.device)
+        out._version_cell = self._version_cell
+        return out
 
     def detach_(self) -> "Tensor":
         self._node = None
@@ -230,36 +278,6 @@ class Tensor:
     def clone(self) -> "Tensor":
         from ..ops import shape as shape_ops
         return shape_ops.clone(self)
-
-    def zero_(self) -> "Tensor":
-        """Set every element to zero, in place (no graph is recorded)."""
-        self.backend.fill_(self.data, 0)
-        return self
-
-    def fill_(self, value) -> "Tensor":
-        """Set every element to the Python scalar ``value``, in place (no graph is recorded)."""
-        self.backend.fill_(self.data, value.item() if isinstance(value, np.generic) else value)
-        return self
-
-    def copy_(self, source) -> "Tensor":
-        """Overwrite the values in place with ``source``'s (same shape); records no graph.
-
-        A tensor on the same device is copied there; host data (NumPy arrays, lists) or a tensor
-        on another device crosses once, explicitly, through NumPy.
-        """
-        if isinstance(source, Tensor) and source.device == self.device:
-            values = source.data
-        else:
-            host = source.numpy() if isinstance(source, Tensor) else np.asarray(source)
-            if host.dtype != self.dtype and not np.can_cast(host.dtype, self.dtype, "same_kind"):
-                raise TypeError(f"copy_: cannot copy {host.dtype} values into a {self.dtype} "
-                                f"tensor")
-            values = self.backend.from_numpy(host.astype(self.dtype, copy=False))
-        if tuple(values.shape) != self.shape:
-            raise ValueError(f"copy_: source has shape {tuple(values.shape)}, tensor has "
-                             f"{self.shape}")
-        self.backend.assign_(self.data, values)
-        return self
 
     # -- printing --------------------------------------------------------------------------------
 
@@ -281,11 +299,16 @@ class Tensor:
 
 
 def tensor(data, dtype=None, device="cpu", requires_grad: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of ``data`` (float data defaults to float32)."""
+    """A new leaf tensor holding a copy of ``data``.
+
+    As ``torch.tensor``: Python floats (and lists of them) become float32, while a NumPy array
+    or scalar keeps its dtype (a float64 array stays float64).
+    """
+    keeps_dtype = isinstance(data, (Tensor, np.ndarray, np.generic))
     if isinstance(data, Tensor):
         data = data.numpy()
     array = np.array(data, copy=True)
-    if dtype is None and array.dtype.kind == "f":
+    if dtype is None and array.dtype.kind == "f" and not keeps_dtype:
         dtype = _DEFAULT_FLOAT
     return Tensor(array, dtype=dtype, device=device, requires_grad=requires_grad)
 
@@ -315,6 +338,7 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
 
 def _install_methods():
     from ..ops import elementwise as ew, linalg, reduction, shape
+    from . import inplace
 
     def reflected(function):
         return lambda self, other: function(other, self)
@@ -324,6 +348,8 @@ def _install_methods():
         "__sub__": ew.sub, "__rsub__": reflected(ew.sub),
         "__mul__": ew.mul, "__rmul__": reflected(ew.mul),
         "__truediv__": ew.div, "__rtruediv__": reflected(ew.div),
+        "__floordiv__": ew.floor_divide, "__rfloordiv__": reflected(ew.floor_divide),
+        "__mod__": ew.remainder, "__rmod__": reflected(ew.remainder),
         "__pow__": ew.pow, "__rpow__": reflected(ew.pow),
         "__matmul__": linalg.matmul, "__rmatmul__": reflected(linalg.matmul),
         "__neg__": ew.neg, "__abs__": ew.abs,
@@ -334,6 +360,7 @@ def _install_methods():
         "__or__": ew.logical_or, "__ror__": reflected(ew.logical_or),
         "__invert__": ew.logical_not,
         "add": ew.add, "sub": ew.sub, "mul": ew.mul, "div": ew.div, "pow": ew.pow,
+        "floor_divide": ew.floor_divide, "remainder": ew.remainder,
         "matmul": linalg.matmul, "neg": ew.neg, "abs": ew.abs,
         "exp": ew.exp, "log": ew.log, "sqrt": ew.sqrt, "tanh": ew.tanh, "sigmoid": ew.sigmoid,
         "relu": ew.relu, "gelu": ew.gelu, "clamp": ew.clamp, "clip": ew.clamp,
@@ -348,16 +375,8 @@ def _install_methods():
         setattr(Tensor, name, function)
 
     # Reductions accept NumPy's ``axis`` and PyTorch's ``dim``; ``keepdim`` is PyTorch's spelling.
-    def reducer(function):
-        def method(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
-            return function(self, axis=dim if dim is not None else axis,
-                            keepdims=keepdim if keepdim is not None else keepdims)
-        method.__name__ = function.__name__
-        method.__doc__ = function.__doc__
-        return method
-
-    for name in ("sum", "mean", "max", "min", "var"):
-        setattr(Tensor, name, reducer(getattr(reduction, name)))
+    for name in ("sum", "mean", "max", "min", "amax", "amin", "var", "std", "any", "all"):
+        setattr(Tensor, name, getattr(reduction, name))
 
     def softmax(self, axis=-1, *, dim=None):
         from ..ops import nn_ops
@@ -370,6 +389,7 @@ def _install_methods():
     Tensor.softmax = softmax
     Tensor.log_softmax = log_softmax
     Tensor.T = property(lambda self: shape.transpose(self))
+    inplace.install(Tensor)
 
 
 _install_methods()

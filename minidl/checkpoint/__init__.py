@@ -5,7 +5,9 @@
 * :class:`CheckpointManager` (``manager.py``) — a directory of checkpoints: when to save,
   file names (``naming.py``), what to keep (``retention.py``), background saving
   (``async_writer.py``) and resuming from the newest sound file;
-* :func:`latest_checkpoint` (``latest.py``) — the newest checkpoint file in a directory.
+* :func:`latest_checkpoint` (``latest.py``) — the newest checkpoint file in a directory;
+* data-parallel jobs (``data_parallel.py``: rank 0 writes, every rank restores) and sharded
+  optimizer state (``sharded.py``: a shard per rank, an index that commits them, merge).
 
 Everything here is built on :mod:`minidl.io` (the file format) and on the
 ``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.
@@ -15,7 +17,9 @@ from minidl.checkpoint.checkpoint import (
     Checkpoint, RestoreInfo, StagedCheckpoint, StateMismatchError)
 from minidl.checkpoint.latest import latest_checkpoint
 from minidl.checkpoint.manager import CheckpointManager
+from minidl.checkpoint.sharded import merge_checkpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 
 __all__ = ["Checkpoint", "CheckpointManager", "RestoreInfo", "StagedCheckpoint",
-           "StateMismatchError", "RetentionPolicy", "CheckpointRecord", "latest_checkpoint"]
+           "StateMismatchError", "RetentionPolicy", "CheckpointRecord", "latest_checkpoint",
+           "merge_checkpoint"]

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidl import random as md_random
+from minidl.checkpoint import sharded
+from minidl.checkpoint.data_parallel import rng_for_this_rank
 from minidl.checkpoint.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
@@ -134,19 +136,29 @@ class Checkpoint:
     # -- saving ----------------------------------------------------------------------------------
 
     def stage(self, step: int = 0, metadata: dict | None = None, manager: dict | None = None,
-              *, copy: bool = True, reuse: dict | None = None) -> StagedCheckpoint:
+              *, copy: bool = True, reuse: dict | None = None,
+              rank_rng: list | None = None, shards: dict | None = None,
+              rank_states: dict | None = None) -> StagedCheckpoint:
         """Snapshot every tracked object and the RNG, ready to be written.
 
         With ``copy`` (the default) every array is copied, so the result may be written
         from another thread while training goes on; ``reuse`` (the ``tensors`` of an
         earlier, already written snapshot) lends its buffers to the copies.  ``copy=False``
         keeps the live arrays: only for writing right away, in the same thread.
-        ``manager`` is extra plain data stored under the header's ``"manager"`` field.
+        ``manager`` is extra plain data stored under the header's ``"manager"`` field;
+        ``rank_rng`` every rank's generator state in a data-parallel job; ``shards`` the
+        shard files already written for the objects it names (see :mod:`~minidl.checkpoint.
+        sharded`), whose states the file then does not hold itself; ``rank_states`` every
+        rank's state of objects whose state differs per rank, stored as ``{"per_rank": [...]}``.
         """
         step = _check_step(step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-        states = {name: to_storable(obj.state_dict(), name, copy_arrays=False)
+        sharded_names = shards["objects"] if shards else ()
+        rank_states = rank_states or {}
+        states = {name: (sharded.placeholder(shards) if name in sharded_names else
+                         {"per_rank": rank_states[name]} if name in rank_states else
+                         to_storable(obj.state_dict(), name, copy_arrays=False))
                   for name, obj in self._objects.items()}
         user = to_storable(metadata or {}, "metadata", copy_arrays=False)
         # One encode for everything gives every array a unique, readable tensor name
@@ -159,6 +171,11 @@ class Checkpoint:
                   "rng": md_random.get_rng_state()}
         if manager:
             header["manager"] = to_storable(manager, "manager")
+        if rank_rng is not None:
+            header["rank_rng"] = list(rank_rng)
+        if shards:
+            header["checkpoint_format"] = sharded.SHARDED_CHECKPOINT_FORMAT
+            header["shards"] = shards
         return StagedCheckpoint(step, self.epoch, header, tensors)
 
     @staticmethod
@@ -203,7 +220,8 @@ class Checkpoint:
         missing_fields = [f for f in _REQUIRED_FIELDS if f not in metadata]
         if missing_fields:
             raise CorruptFileError(path, f"checkpoint header lacks {', '.join(missing_fields)}")
-        if metadata["checkpoint_format"] != CHECKPOINT_FORMAT:
+        if metadata["checkpoint_format"] != (sharded.SHARDED_CHECKPOINT_FORMAT
+                                             if "shards" in metadata else CHECKPOINT_FORMAT):
             raise CorruptFileError(path, f"unknown checkpoint_format "
                                          f"{metadata['checkpoint_format']!r}")
         step = metadata["step"]
@@ -219,6 +237,8 @@ class Checkpoint:
             manager = from_storable(metadata.get("manager", {}))
         except ValueError as exc:
             raise CorruptFileError(path, str(exc)) from None
+        if "shards" in metadata:  # the index of a sharded checkpoint: join the shards
+            states.update(sharded.read_shard_states(path, metadata, key=key))
 
         missing = [name for name in self._objects if name not in states]
         unexpected = [name for name in states if name not in self._objects]
@@ -228,8 +248,9 @@ class Checkpoint:
         if unexpected and strict:
             raise StateMismatchError(path, f"holds object(s) {', '.join(unexpected)} that are not "
                                            "tracked; track them, or pass strict=False to skip them")
+        rng = rng_for_this_rank(path, metadata)  # a data-parallel job saved one per rank
         try:  # dry run on a scratch generator: the global one must not change yet
-            md_random.Generator().set_state(metadata["rng"])
+            md_random.Generator().set_state(rng)
         except ValueError as exc:
             raise CorruptFileError(path, f"saved RNG state is invalid: {exc}") from None
         for name, obj in self._objects.items():
@@ -237,12 +258,15 @@ class Checkpoint:
                 _check_module_state(path, name, obj, states[name])
         info = RestoreInfo(path, step, user_metadata, tuple(self._objects), tuple(unexpected),
                            manager if isinstance(manager, dict) else {})
-        return {"states": states, "rng": metadata["rng"], "info": info}
+        return {"states": states, "rng": rng, "info": info}
 
     def _apply(self, path: str, plan: dict) -> None:
         # All snapshots first: loading one object may touch another (a user object holding a
         # reference to the model), and the rollback must return to the state before restore.
-        snapshots = {name: copy_state(obj.state_dict()) for name, obj in self._objects.items()}
+        # A sharded object (ZeRO) snapshots its own shard: loading that back restores it.
+        snapshots = {name: copy_state(obj.sharded_state_dict() if sharded.is_sharded(obj)
+                                      else obj.state_dict())
+                     for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
         loaded = []
         for name, obj in self._objects.items():

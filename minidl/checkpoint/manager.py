@@ -18,7 +18,9 @@ files of saves that were interrupted are never mistaken for checkpoints, and are
 With ``async_save=True`` the snapshot is taken in the caller's thread (so it is exactly
 the state at ``step``) and written by a :class:`~minidl.checkpoint.async_writer.
 BackgroundWriter` while training continues.  In data-parallel training every rank builds
-the manager, and only the one with ``is_writer=True`` (rank 0) touches the directory.
+the manager and calls ``save``/``maybe_save`` at the same steps: rank 0 writes, the others
+wait for the committed path (see :mod:`minidl.checkpoint.data_parallel`), and every rank
+restores the same file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import threading
 import time
 import warnings
 
-from minidl.checkpoint import naming
+from minidl import distributed as dist
+from minidl.checkpoint import data_parallel, naming, sharded
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
@@ -70,14 +73,15 @@ class CheckpointManager:
     existing ones: when the directory already has checkpoints with ``prefix``, this run
     writes under the next free ``prefix_N`` and never touches them.
     ``clock`` (seconds, like ``time.time``) may be replaced, e.g. by a fake one in tests.
-    ``key`` encrypts the files (and is needed to read them).
+    ``key`` encrypts the files (and is needed to read them). ``is_writer`` defaults to
+    "this is rank 0" (always true outside data-parallel training).
     """
 
     def __init__(self, checkpoint: Checkpoint, directory, prefix: str = "ckpt",
                  max_to_keep: int | None = 5, keep_every_n_minutes: float | None = None,
                  save_every_steps: int | None = None, save_every_seconds: float | None = None,
                  monitor: str | None = None, mode: str = "min", keep_best: int | None = None,
-                 async_save: bool = False, is_writer: bool = True, clock=time.time,
+                 async_save: bool = False, is_writer: bool | None = None, clock=time.time,
                  resume: bool = True, key: bytes | None = None):
         if not isinstance(checkpoint, Checkpoint):
             raise TypeError(f"CheckpointManager needs a Checkpoint, got {type(checkpoint).__name__}")
@@ -86,7 +90,7 @@ class CheckpointManager:
         self.policy = RetentionPolicy(max_to_keep, keep_every_n_minutes, monitor, mode, keep_best)
         self.save_every_steps = _check_interval("save_every_steps", save_every_steps, True)
         self.save_every_seconds = _check_interval("save_every_seconds", save_every_seconds, False)
-        self.is_writer = bool(is_writer)
+        self.is_writer = data_parallel.writer_rank(is_writer)
         self.clock = clock
         self.key = key
         self.last_restored: RestoreInfo | None = None
@@ -114,8 +118,10 @@ class CheckpointManager:
             return []
 
     def _remove_leftovers(self, names: list[str]) -> None:
+        is_ours = lambda name: naming.parse_name(self.prefix, name) is not None  # noqa: E731
+        leftover_shards = set(sharded.leftover_shards(names, is_ours))
         for name in names:
-            if naming.is_leftover_temp(self.prefix, name):
+            if naming.is_leftover_temp(self.prefix, name) or name in leftover_shards:
                 try:
                     os.remove(os.path.join(self.directory, name))
                 except OSError:
@@ -184,40 +190,68 @@ class CheckpointManager:
                         and step - self._last_saved_step >= self.save_every_steps)
         due_by_time = (self.save_every_seconds is not None
                        and self.clock() - self._last_save_time >= self.save_every_seconds)
+        if self.save_every_seconds is not None and dist.get_world_size() > 1:
+            due_by_time = dist.broadcast_object(due_by_time)  # rank 0's clock decides for all
         if not (due_by_steps or due_by_time) or step == self._last_saved_step:
             return None
         return self.save(step, metrics, metadata, epoch=epoch, batch=batch)
 
     def save(self, step: int, metrics: dict | None = None, metadata: dict | None = None, *,
              epoch: int | None = None, batch: int | None = None) -> str | None:
-        """Save now; returns the path (None on ranks that are not the writer).
+        """Save now; returns the path.
 
         The file name carries ``epoch`` and the ``batch`` within it when given (a training
         loop knows them, counted from 1), else the tracked reader's epoch counter.
 
         With ``async_save`` this returns once the state is snapshotted; the file is
-        committed in the background (``wait()`` blocks until it is).
+        committed in the background (``wait()`` blocks until it is). In a data-parallel job
+        every rank calls it: rank 0 writes, and every rank returns the committed path. A
+        single-process manager with ``is_writer=False`` writes nothing and returns None.
         """
         self._raise_background_error()
         now = self.clock()
         metrics = _plain_metrics(metrics)
+        rank_rng = data_parallel.gather_rank_rng()
+        rank_states = data_parallel.gather_rank_local_states(self.checkpoint.objects)
+        if epoch is None:
+            epoch, batch = self.checkpoint.epoch, None
+        shards = self._write_shards(step, epoch, batch)
         if not self.is_writer:
             self._last_saved_step, self._last_save_time = step, now
+            return data_parallel.share_outcome(None, directory=self.directory)
+        try:
+            path = self._save_as_writer(step, now, metrics, metadata, epoch, batch,
+                                        dict(rank_rng=rank_rng, shards=shards,
+                                             rank_states=rank_states))
+        except BaseException as exc:
+            data_parallel.share_outcome(None, exc)
+            raise
+        return data_parallel.share_outcome(path)
+
+    def _write_shards(self, step: int, epoch: int | None, batch: int | None) -> dict | None:
+        """Every rank writes its shard of sharded objects (ZeRO); None when there are none."""
+        objects = {name: obj for name, obj in self.checkpoint.objects.items()
+                   if sharded.is_sharded(obj)}
+        if not objects or dist.get_world_size() == 1:
             return None
+        name = naming.file_name(self.prefix, step, epoch, batch)
+        return sharded.write_shards(os.path.join(self.directory, name), step, objects,
+                                    key=self.key)
+
+    def _save_as_writer(self, step, now, metrics, metadata, epoch, batch, gathered: dict) -> str:
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.
-            staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False)
+            staged = self.checkpoint.stage(step, metadata, saved_by_manager, copy=False,
+                                           **gathered)
         else:
             # At most one write in flight: once the previous one is committed its snapshot
             # buffers are free, and this snapshot is copied into them.
             self._writer.wait()
             staged = self.checkpoint.stage(step, metadata, saved_by_manager,
-                                           reuse=self._spare_tensors)
+                                           reuse=self._spare_tensors, **gathered)
             self._spare_tensors = None
         self._last_saved_step, self._last_save_time = step, now
-        if epoch is None:
-            epoch, batch = staged.epoch, None
         path = os.path.join(self.directory, naming.file_name(self.prefix, staged.step, epoch,
                                                              batch))
         record = CheckpointRecord(path, staged.step, epoch, float(now), metrics, batch=batch)
@@ -240,10 +274,7 @@ class CheckpointManager:
             doomed = [r for r in self._records if r.path not in keep]
             self._records = [r for r in self._records if r.path in keep]
         for record in doomed:
-            try:
-                os.remove(record.path)
-            except FileNotFoundError:
-                pass
+            sharded.remove_checkpoint(record.path)
 
     def wait(self) -> None:
         """Block until every background save is committed; raise a background error."""
@@ -264,7 +295,7 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = list(reversed(self._records))
-        return self._restore_first_sound(candidates, strict, "newest")
+        return self._restore_on_every_rank(candidates, strict, "newest")
 
     def restore(self, path, strict: bool = True) -> int:
         """Restore the chosen checkpoint file ``path`` (of this run or any other); returns its
@@ -283,7 +314,16 @@ class CheckpointManager:
         self._refresh()
         with self._lock:
             candidates = self.policy.ranked_best(self._records)
-        return self._restore_first_sound(candidates, strict, "best")
+        return self._restore_on_every_rank(candidates, strict, "best")
+
+    def _restore_on_every_rank(self, candidates, strict: bool, which: str) -> int | None:
+        try:
+            step = self._restore_first_sound(candidates, strict, which)
+        except BaseException as exc:
+            data_parallel.check_same_step(self.directory, None, exc)
+            raise
+        data_parallel.check_same_step(self.directory, step)
+        return step
 
     def _restore_first_sound(self, candidates: list[CheckpointRecord], strict: bool,
                              which: str) -> int | None:

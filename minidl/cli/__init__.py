@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "verify": "minidl.cli.verify",
     "diff": "minidl.cli.diff",
     "export-onnx": "minidl.cli.export_onnx",
+    "merge": "minidl.cli.merge",
 }
 
 # One line of help per command, known without importing the command's module.
@@ -26,6 +27,7 @@ SUMMARIES: dict[str, str] = {
     "verify": "check every checksum of a file; exit 0 when it is sound",
     "diff": "compare two files: which tensors and metadata differ, and by how much",
     "export-onnx": "export a minidl model file to ONNX",
+    "merge": "join a sharded checkpoint into one ordinary checkpoint",
 }
 
 

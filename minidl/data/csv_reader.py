@@ -19,7 +19,7 @@ class CSVReader(StreamingReader):
     the shuffle buffer are saved separately, by their offsets). ``label_column`` picks the label
     (negative counts from the end; ``None`` yields ``(features,)`` only); ``header=True`` skips the
     first line. ``shuffle_buffer=N`` shuffles through a buffer of N rows (0: file order);
-    ``rank``/``world_size`` keep every ``world_size``-th data line; ``prefetch=N`` parses up to N
+    ``rank``/``world_size`` read only the rank's share of the bytes; ``prefetch=N`` parses up to N
     batches ahead on a background thread. A malformed line raises ``ValueError`` naming the file
     and its 1-based line number.
     """

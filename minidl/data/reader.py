@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from minidl.data.protocol import BatchReader
-from minidl.data.sampling import batch_count, epoch_order, shard
+from minidl.data.sampling import batch_count, epoch_order, rank_slice
 from minidl.data.state import check_index, check_shard
 
 
@@ -17,10 +17,16 @@ def as_batch(samples) -> tuple:
 
 
 class _EpochCursor:
-    """Walks this worker's shard of each epoch's order, ``batch_size`` indices at a time.
+    """Walks one global order per epoch, a global batch at a time, and keeps this rank's slice.
 
-    Progress is ``(epoch, position)``; the order itself is recomputed from ``(seed, epoch)``
-    whenever the epoch changes, so it never has to be saved.
+    The job as a whole consumes each epoch's order (a pure function of ``(seed, epoch)``) from
+    the front, ``batch_size * world_size`` samples per step; rank ``r`` takes the ``r``-th
+    block of ``batch_size`` samples of that global batch, so the ranks' batches side by side
+    are exactly the batch one process with the global batch size would read. Progress is
+    global -- ``(epoch, position)`` with ``position`` counting the samples the whole job has
+    consumed in the epoch -- and so is the same on every rank: one saved state restores every
+    rank, at this world size or any other (elastic resume continues the same global sample
+    sequence).
     """
 
     def __init__(self, fetch, length, batch_size, shuffle, seed, drop_last, rank, world_size):
@@ -31,30 +37,39 @@ class _EpochCursor:
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
-        shard_length = len(range(rank, length, world_size))
-        # Samples an epoch hands out: drop_last leaves the incomplete tail batch unread.
-        self.epoch_end = batch_count(shard_length, batch_size, drop_last) * batch_size
-        self.epoch_end = min(self.epoch_end, shard_length)
+        self.drop_last = drop_last
+        self.global_batch = batch_size * world_size
+        self.epoch_end = self._epoch_end(0)
         self.epoch = 0
         self.position = 0
         self._order_epoch = None
         self._order = None
 
+    def _epoch_end(self, start: int) -> int:
+        """Where an epoch read from ``start`` on stops: drop_last leaves the incomplete tail
+        batch unread. ``start`` is 0 except in an epoch resumed from a state saved with
+        another global batch size."""
+        remaining = self.length - start
+        return start + min(batch_count(remaining, self.global_batch, self.drop_last)
+                           * self.global_batch, remaining)
+
     def _current_order(self) -> np.ndarray:
         if self._order_epoch != self.epoch:
-            full = epoch_order(self.length, self.seed, self.epoch, self.shuffle)
-            self._order = shard(full, self.rank, self.world_size)
+            self._order = epoch_order(self.length, self.seed, self.epoch, self.shuffle)
             self._order_epoch = self.epoch
         return self._order
 
     def take_indices(self) -> np.ndarray:
-        """The sample indices of the next batch; the cursor moves past them."""
-        stop = min(self.position + self.batch_size, self.epoch_end)
-        indices = self._current_order()[self.position:stop]
+        """This rank's sample indices of the next batch; the cursor moves past the whole job's
+        global batch."""
+        stop = min(self.position + self.global_batch, self.epoch_end)
+        global_batch = self._current_order()[self.position:stop]
+        indices = rank_slice(global_batch, self.rank, self.world_size)
         self.position = stop
         if self.position >= self.epoch_end:
             self.epoch += 1
             self.position = 0
+            self.epoch_end = self._epoch_end(0)
         return indices
 
     def produce(self):
@@ -66,12 +81,16 @@ class _EpochCursor:
     def seek(self, progress: dict) -> None:
         epoch = check_index(progress["epoch"], "state field 'epoch'")
         position = check_index(progress["position"], "state field 'position'")
-        if position >= self.epoch_end:
+        if position >= self.length:
             raise ValueError(
-                f"state field 'position' is {position}, but an epoch of this reader ends at "
-                f"{self.epoch_end}"
-            )
-        self.epoch, self.position = epoch, position
+                f"state field 'position' is {position}, but an epoch of this reader has only "
+                f"{self.length} samples (a saved position is always inside the epoch)")
+        end = self._epoch_end(position)
+        if end == position:
+            # Saved with another global batch size (world size or batch size): what is left
+            # of the epoch is less than one of our batches, and drop_last drops it.
+            epoch, position, end = epoch + 1, 0, self._epoch_end(0)
+        self.epoch, self.position, self.epoch_end = epoch, position, end
 
 
 class DataReader(BatchReader):
@@ -80,10 +99,14 @@ class DataReader(BatchReader):
     ``dataset`` is any object with ``len()`` whose ``dataset[index_array]`` returns the samples
     at those indices as an array or a tuple of arrays (``ArrayDataset``, ``NpyDataset``, ...).
     Each epoch visits the samples in the order of a permutation derived from ``(seed, epoch)``.
-    With ``world_size > 1``, worker ``rank`` reads every ``world_size``-th entry of that order:
-    workers see disjoint samples that together cover the epoch.
+    With ``world_size > 1`` (data-parallel training), ``batch_size`` is per rank: each step the
+    job reads the next ``batch_size * world_size`` samples of that order and rank ``rank``
+    takes its block of them, so ranks see disjoint samples that together cover the epoch.
 
-    ``position`` counts the samples of this worker's shard handed out in the current epoch.
+    ``position`` counts the samples the whole job has consumed in the current epoch. The
+    state is global -- the same on every rank -- and does not depend on the world size or the
+    batch size: a state saved by one rank restores every rank, and a job saved at one world
+    size resumes at another on the same global sample sequence.
     ``prefetch=N`` prepares up to N batches on a background thread.
     """
 
@@ -103,13 +126,12 @@ class DataReader(BatchReader):
         self.drop_last = bool(drop_last)
         self.rank = rank
         self.world_size = world_size
-        cursor = _EpochCursor(self._fetch_batch, length, batch_size, self.shuffle, seed, self.drop_last,
-                              rank, world_size)
+        cursor = _EpochCursor(self._fetch_batch, length, batch_size, self.shuffle, seed,
+                              self.drop_last, rank, world_size)
         if cursor.epoch_end == 0:
             raise ValueError(
-                f"batch_size: {batch_size} leaves no batch in an epoch of "
-                f"{len(range(rank, length, world_size))} samples (drop_last={self.drop_last})"
-            )
+                f"batch_size: {batch_size} x world_size {world_size} leaves no batch in an "
+                f"epoch of {length} samples (drop_last={self.drop_last})")
         super().__init__(cursor, prefetch)
 
     def _fetch_batch(self, indices: np.ndarray):
@@ -117,16 +139,15 @@ class DataReader(BatchReader):
         return as_batch(self.dataset[indices])
 
     def __len__(self) -> int:
-        """Number of batches in a full epoch."""
-        return -(-self._cursor.epoch_end // self.batch_size)
+        """Number of batches (steps) in a full epoch."""
+        return -(-self._cursor.epoch_end // self._cursor.global_batch)
 
     def _settings(self) -> dict:
+        # Only what decides the global sample sequence must match; batch_size and world_size
+        # only group it into steps (elastic resume changes them), so they are not compared.
         return {
             "dataset_length": self._cursor.length,
-            "batch_size": self.batch_size,
             "shuffle": self.shuffle,
             "seed": self.seed,
             "drop_last": self.drop_last,
-            "rank": self.rank,
-            "world_size": self.world_size,
         }

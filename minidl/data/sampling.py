@@ -25,13 +25,17 @@ def epoch_order(length: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray
     return epoch_generator(seed, epoch).permutation(length).astype(np.int64)
 
 
-def shard(order: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """The part of an epoch's order that worker ``rank`` of ``world_size`` reads.
+def rank_slice(global_batch: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """Rank ``rank``'s part of a global batch: the ``rank``-th of ``world_size`` contiguous
+    blocks of (as nearly as possible) equal size.
 
-    Taking every ``world_size``-th entry gives disjoint shards that together cover the epoch and
-    differ in size by at most one sample.
+    Full global batches split into equal blocks; a short tail batch (``drop_last=False``)
+    gives the first ``len % world_size`` ranks one sample more than the others -- and, with
+    fewer samples than ranks, some ranks an empty batch.
     """
-    return order[rank::world_size]
+    base, extra = divmod(len(global_batch), world_size)
+    start = rank * base + min(rank, extra)
+    return global_batch[start:start + base + (rank < extra)]
 
 
 def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:

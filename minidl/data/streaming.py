@@ -13,8 +13,11 @@ seeded by ``(seed, epoch, batch index)``, so no generator state needs saving; th
 saved as the byte offsets of its rows, which are re-read and re-parsed on restore. Either way the
 state stays bounded by the buffer size, however large the file.
 
-With ``world_size > 1``, data line ``i`` (blank lines do not count) belongs to worker
-``i % world_size``; every worker reads the whole file and keeps its own lines.
+With ``world_size > 1`` the data bytes are cut into ``world_size`` equal ranges, and a line
+belongs to the rank whose range holds its first byte (:func:`byte_range`): each rank reads and
+parses only its own part of the file. Its position is then a byte offset inside that part, so
+the state differs per rank; a data-parallel checkpoint stores every rank's state and each rank
+restores its own (at the same world size: another one cuts the file differently).
 """
 
 from __future__ import annotations
@@ -28,6 +31,36 @@ from minidl.data.sampling import epoch_generator
 from minidl.data.state import check_index, check_shard, file_fingerprint
 
 DEFAULT_CHUNK_BYTES = 4 << 20
+
+
+def byte_range(file, data_offset: int, file_size: int, rank: int, world_size: int,
+               data_line: int) -> tuple[int, int, int]:
+    """``(begin, end, line)``: rank ``rank``'s bytes ``[begin, end)`` and the line number at
+    ``begin``.
+
+    The data bytes are split evenly; a cut inside a line moves forward to the start of the next
+    line, so every line starts in exactly one rank's range. The line number at ``begin`` (for
+    error messages) is found by counting newlines, a byte scan far cheaper than parsing.
+    """
+    def line_start_at_or_after(nominal: int) -> int:
+        if nominal <= data_offset:
+            return data_offset
+        if nominal >= file_size:
+            return file_size
+        file.seek(nominal - 1)
+        file.readline()  # ends just after the newline of the line holding byte nominal - 1
+        return min(file.tell(), file_size)
+
+    span = file_size - data_offset
+    begin = line_start_at_or_after(data_offset + span * rank // world_size)
+    end = line_start_at_or_after(data_offset + span * (rank + 1) // world_size)
+    line, offset = data_line, data_offset
+    file.seek(offset)
+    while offset < begin:
+        block = file.read(min(DEFAULT_CHUNK_BYTES, begin - offset))
+        line += block.count(b"\n")
+        offset += len(block)
+    return begin, end, line
 
 
 class _Rows:
@@ -72,6 +105,9 @@ class _StreamCursor:
         self.world_size = reader.world_size
         self.chunk_bytes = reader.chunk_bytes
         self.file = open(self.path, "rb")
+        self.begin, self.end, self.begin_line = byte_range(
+            self.file, reader.data_offset, reader.file_size, self.rank, self.world_size,
+            reader.data_line)
         self._start_epoch(0)
 
     # -- reading the file ----------------------------------------------------------------------
@@ -79,8 +115,8 @@ class _StreamCursor:
     def _start_epoch(self, epoch):
         self.epoch = epoch
         self.batch_index = 0
-        self.file_offset = self.reader.data_offset
-        self.file_line = self.reader.data_line
+        self.file_offset = self.begin
+        self.file_line = self.begin_line
         self.file_data_index = 0
         self.at_end = False
         self.pending = None          # _Rows of this worker not handed out yet
@@ -93,12 +129,15 @@ class _StreamCursor:
     def _read_chunk(self):
         """Parse the next chunk of whole lines and append this worker's rows to ``pending``."""
         self.file.seek(self.file_offset)
-        data = self.file.read(self.chunk_bytes)
-        at_end = len(data) < self.chunk_bytes
+        # This rank's range ends at a line start (or the end of the file): reading up to it
+        # ends on a whole line.
+        limit = self.end - self.file_offset
+        data = self.file.read(min(self.chunk_bytes, limit))
+        at_end = len(data) >= limit or len(data) < min(self.chunk_bytes, limit)
         if not at_end:
             cut = data.rfind(b"\n")
             while cut < 0:  # a line longer than a chunk: keep reading until it ends
-                more = self.file.read(self.chunk_bytes)
+                more = self.file.read(min(self.chunk_bytes, limit - len(data)))
                 if not more:
                     at_end = True
                     break
@@ -117,9 +156,6 @@ class _StreamCursor:
         self.file_line += data.count(b"\n")
         self.file_data_index += rows
         self.at_end = at_end
-        if self.world_size > 1:
-            mine = np.flatnonzero(data_index % self.world_size == self.rank)
-            block = _Rows.from_columns([c[mine] for c in block.columns()], len(arrays))
         if self._pending_left():
             leftover = self.pending.slice(self.next_row, None)
             block = _Rows.concat([leftover, block], len(arrays))
@@ -233,10 +269,10 @@ class _StreamCursor:
     def seek(self, progress):
         epoch = check_index(progress["epoch"], "state field 'epoch'")
         offset = check_index(progress["position"], "state field 'position'")
-        if not self.reader.data_offset <= offset <= self.reader.file_size:
+        if not self.begin <= offset <= self.end:
             raise ValueError(
-                f"state field 'position' is {offset}, outside the data of {self.path} "
-                f"(bytes {self.reader.data_offset}..{self.reader.file_size})")
+                f"state field 'position' is {offset}, outside the data of {self.path} this "
+                f"rank reads (bytes {self.begin}..{self.end})")
         positions = [check_index(p, "state field 'buffer_positions'")
                      for p in progress["buffer_positions"]]
         lines = [check_index(n, "state field 'buffer_lines'", 1) for n in progress["buffer_lines"]]
@@ -307,8 +343,26 @@ class StreamingReader(BatchReader):
             "fingerprint": self.fingerprint,
         }
 
+    @property
+    def rank_local_state(self) -> bool:
+        """Whether the state differs per rank (a data-parallel checkpoint then stores every
+        rank's, under ``"per_rank"``)."""
+        return self.world_size > 1
+
     def load_state_dict(self, state):
-        """Continue from ``state``; a state taken on a different file raises ``ValueError``."""
+        """Continue from ``state``; a state taken on a different file raises ``ValueError``.
+
+        A data-parallel checkpoint's ``{"per_rank": [state, ...]}`` gives this rank its own
+        entry; it must come from a job of the same world size.
+        """
+        if isinstance(state, dict) and "per_rank" in state:
+            states = state["per_rank"]
+            if not isinstance(states, list) or len(states) != self.world_size:
+                saved = len(states) if isinstance(states, list) else "?"
+                raise ValueError(f"state field 'per_rank' holds {saved} rank states; this reader "
+                                 f"is rank {self.rank} of {self.world_size} (a streaming reader "
+                                 "resumes only at the world size it was saved at)")
+            state = states[self.rank]
         if isinstance(state, dict) and state.get("kind") == self.kind and (
                 state.get("file_size") != self.file_size
                 or state.get("fingerprint") != self.fingerprint):

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 
+from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..random import resolve
 
 
+# Initialising writes a parameter in place, which is not part of any graph (PyTorch's init
+# functions also run under no_grad; in-place edits of leaves are refused otherwise).
+@no_grad()
 def _fill(tensor: Tensor, values) -> Tensor:
     """Write ``values`` (an array of the tensor's backend, drawn on its device) into it in place."""
     return tensor.copy_(Tensor._wrap(values, tensor.device))
@@ -52,16 +56,17 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
                                                    device=tensor.device))
 
 
+@no_grad()
 def constant_(tensor: Tensor, value: float) -> Tensor:
     return tensor.fill_(value)
 
 
 def zeros_(tensor: Tensor) -> Tensor:
-    return tensor.fill_(0)
+    return constant_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
-    return tensor.fill_(1)
+    return constant_(tensor, 1)
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",

@@ -14,6 +14,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ..autograd import tracing
+from ..autograd.inplace import overwrite_data
 from ..autograd.tensor import Tensor
 from .parameter import Parameter
 
@@ -280,7 +281,7 @@ class Module:
                 lines.append("  size or dtype mismatch: " + "; ".join(problems))
             raise StateDictMismatchError("\n".join(lines))
         for name, value in values.items():
-            own[name].copy_(value)
+            overwrite_data(own[name], value)
         return IncompatibleKeys(missing, unexpected)
 
     # -- description as data ---------------------------------------------------------------------

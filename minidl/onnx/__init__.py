@@ -30,8 +30,12 @@ def export_onnx(model, path, example_input, opset=None, dynamic_batch=True, inpu
                   external_data_threshold=external_data_threshold)
 
 
-def import_model(path):
-    """Read the ONNX file at ``path`` into a minidl Module (see :func:`.importer.import_model`)."""
-    from .importer import import_model as load
+def import_model(path, max_tensor_bytes=None):
+    """Read the ONNX file at ``path`` into a minidl Module (see :func:`.importer.import_model`).
 
-    return load(path)
+    ``max_tensor_bytes`` bounds any tensor a size read from the file or computed from the
+    input may create (default 4 GiB)."""
+    from .importer import import_model as load
+    from .registry import DEFAULT_MAX_TENSOR_BYTES
+
+    return load(path, DEFAULT_MAX_TENSOR_BYTES if max_tensor_bytes is None else max_tensor_bytes)

@@ -135,6 +135,65 @@ def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, out
     return builder, in_infos, out_infos
 
 
+def _one_more_sample(tensor: Tensor) -> Tensor:
+    """The example with its last sample repeated: the same computation at batch size N + 1."""
+    if tensor.ndim == 0 or tensor.shape[0] == 0:
+        return tensor
+    array = tensor.numpy()
+    return Tensor(np.concatenate([array, array[-1:]]), dtype=array.dtype)
+
+
+def _first_difference(first: GraphBuilder, second: GraphBuilder):
+    """The first node whose op, attributes or constant inputs differ between two traces."""
+    changed = {name for name, array in first.initializers.items()
+               if name not in second.initializers
+               or np.shape(second.initializers[name]) != np.shape(array)
+               or not np.array_equal(second.initializers[name], array)}
+    for node, other in zip(first.nodes, second.nodes):
+        if node.op_type != other.op_type or list(node.input) != list(other.input) or \
+                list(node.attribute) != list(other.attribute):
+            return node, "its attributes or inputs"
+        constants = [n for n in node.input if n in changed]
+        if constants:
+            values = [np.asarray(first.initializers[n]).reshape(-1)[:8].tolist()
+                      for n in constants]
+            return node, f"the constant {constants[0]!r} ({values[0]} ...)"
+    if len(first.nodes) != len(second.nodes):
+        index = min(len(first.nodes), len(second.nodes))
+        node = first.nodes[index] if index < len(first.nodes) else second.nodes[index]
+        return node, "the number of nodes"
+    return None
+
+
+def _check_batch_independence(model, inputs, builder, out_infos, opset, input_names,
+                              output_names) -> None:
+    """Trace again at batch size N + 1: a file that declares a dynamic batch must not change.
+
+    Tracing records the example's numbers. Where the model takes a Python int from
+    ``x.shape[0]`` (``md.zeros(x.shape[0], 3)``) or reshapes across the batch axis so that it
+    can no longer be followed, the batch size is baked into a constant, and at other batch
+    sizes the file fails or computes something else. The second trace exposes every such
+    constant; the op that reads it is named. An output whose size is merely proportional to the
+    batch (``x.reshape(-1)``) is fine: its declared size becomes symbolic.
+    """
+    other = tuple(_one_more_sample(t) for t in inputs)
+    second, _, second_outs = trace_graph(model, other, opset, True, input_names, output_names)
+    difference = _first_difference(builder, second)
+    if difference is not None:
+        node, what = difference
+        raise ValueError(
+            f"export_onnx: node {node.name!r} ({node.op_type}) depends on the example's batch "
+            f"size through {what}, but the file would declare a dynamic batch. Compute the "
+            f"shape from the tensor inside the model (reshape with -1 for the batch, "
+            f"zeros_like instead of zeros(x.shape[0], ...)), or export with "
+            f"dynamic_batch=False")
+    for info, again in zip(out_infos, second_outs):
+        dims = info.type.tensor_type.shape.dim
+        for axis, (dim, other_dim) in enumerate(zip(dims, again.type.tensor_type.shape.dim)):
+            if dim.HasField("dim_value") and dim.dim_value != other_dim.dim_value:
+                dim.dim_param = f"{info.name}_dim{axis}"  # grows with the batch: symbolic
+
+
 def export_onnx(model, path, example_input, opset: int | None = None,
                 dynamic_batch: bool = True, input_names=None, output_names=None,
                 external_data_threshold: int | None = None) -> str:
@@ -143,7 +202,9 @@ def export_onnx(model, path, example_input, opset: int | None = None,
 
     ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
     the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
-    every input and output is the symbolic dimension "batch", so the file runs at any batch size.
+    every input and output is the symbolic dimension "batch", so the file runs at any batch size;
+    the model is traced a second time at another batch size, and a graph that would bake the
+    example's batch size into the file is refused with a ValueError naming the op.
     Weights of at least ``external_data_threshold`` bytes go to a side file ``<name>.data``
     beside the model (by default only when the weights would not fit in one 2 GB protobuf).
     Raises :class:`UnsupportedOperatorError` naming every op that has no ONNX mapping.
@@ -162,6 +223,9 @@ def export_onnx(model, path, example_input, opset: int | None = None,
     inputs = _as_tensors(example_input, "example_input")
     builder, in_infos, out_infos = trace_graph(model, inputs, opset, dynamic_batch,
                                                input_names, output_names)
+    if dynamic_batch and any(t.ndim > 0 and t.shape[0] > 0 for t in inputs):
+        _check_batch_independence(model, inputs, builder, out_infos, opset, input_names,
+                                  output_names)
 
     path = os.fspath(path)
     if not os.path.splitext(path)[1]:

@@ -51,7 +51,19 @@ def checked_location(base_dir: str, location, *, must_exist: bool = True) -> str
     if must_exist and not os.path.isfile(resolved):
         raise UnsafeExternalDataError(
             f"external data location {location!r} is not a regular file in {root}")
+    if os.path.exists(resolved):
+        _refuse_hardlinks(resolved, location)
     return resolved
+
+
+def _refuse_hardlinks(path: str, location) -> None:
+    """A file with more than one link may be the same inode as a file outside the directory:
+    a hardlink escapes it as a symlink would, but no path comparison can see it."""
+    links = os.stat(path).st_nlink
+    if links > 1:
+        raise UnsafeExternalDataError(
+            f"external data location {location!r} is a file with {links} hard links; one of "
+            f"them may lie outside the model's directory, so it is refused")
 
 
 def _all_tensors(graph):
@@ -115,6 +127,8 @@ def load_external_data(model, base_dir: str) -> None:
         plans.append((tensor, path, offset, length))
     for tensor, path, offset, length in plans:
         with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_nlink > 1:  # linked since the check above
+                _refuse_hardlinks(path, path)
             file.seek(offset)
             tensor.raw_data = file.read(length)
         tensor.data_location = 0  # DEFAULT: the bytes are in the message now

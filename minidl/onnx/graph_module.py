@@ -9,7 +9,13 @@ other constants are buffers. Because ``get_config()`` is only that data, the mod
 every op type against the table, so a model file can never make it run anything else.
 
 ``tensors`` lists each stored value as ``{"name": ONNX name, "attribute": its name in this
-module (and in ``state_dict``), "kind": "parameter" | "buffer", "dtype", "shape"}``.
+module (and in ``state_dict``), "kind": "parameter" | "buffer", "dtype", "shape"}``. A stored
+value that is also named in ``inputs`` is an input with a default: a call may leave it out.
+
+The module's mode reaches the graph: in training, Dropout drops and BatchNormalization
+normalises with batch statistics and updates its running ones. ``max_tensor_bytes`` (not part
+of the saved config, so a file cannot loosen it) bounds what a size computed at run time may
+allocate.
 """
 
 from __future__ import annotations
@@ -21,9 +27,14 @@ from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..nn.registry import register_module
 from .errors import UnsupportedOperatorError
-from .interpreter import ONNX_OPS, run_node
+from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext
 
-_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+# The operator table (minidl.onnx.interpreter and the modules it registers) is several thousand
+# lines: it is imported when the first graph module is built, not at ``import minidl``, which
+# only needs this class registered so that saved imported models load.
+
+_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+           "uint32", "uint64", "bool"}
 
 
 def _require(condition: bool, message: str) -> None:
@@ -41,12 +52,15 @@ class OnnxGraphModule(Module):
     """A Module whose forward interprets an ONNX graph (see the module docstring)."""
 
     def __init__(self, inputs, outputs, nodes, tensors):
+        from .interpreter import ONNX_OPS
+
         super().__init__()
         _require(_is_name_list(inputs) and _is_name_list(outputs) and outputs,
                  "inputs and outputs must be lists of value names")
         _require(isinstance(nodes, list) and isinstance(tensors, list),
                  "nodes and tensors must be lists")
         defined = set(inputs)
+        self.max_tensor_bytes = DEFAULT_MAX_TENSOR_BYTES
         for entry in tensors:
             _require(isinstance(entry, dict) and set(entry) == {"name", "attribute", "kind",
                                                                  "dtype", "shape"},
@@ -76,7 +90,7 @@ class OnnxGraphModule(Module):
             missing = [n for n in node["inputs"] if n and n not in defined]
             _require(not missing, f"node {index} ({node['op_type']}) reads {missing} before "
                                   f"anything defines them (nodes must be in execution order)")
-            defined.update(n for n in node["outputs"][:1] if n)
+            defined.update(n for n in node["outputs"] if n)
         if unknown:
             raise UnsupportedOperatorError(
                 f"OnnxGraphModule: unsupported ONNX operators: {', '.join(sorted(unknown))}",
@@ -86,26 +100,55 @@ class OnnxGraphModule(Module):
         self.input_names, self.output_names = list(inputs), list(outputs)
         self.nodes, self.tensor_entries = nodes, tensors
 
-    def forward(self, *args):
-        if len(args) != len(self.input_names):
-            raise TypeError(f"OnnxGraphModule: expected {len(self.input_names)} inputs "
-                            f"({', '.join(self.input_names)}), got {len(args)}")
-        values = {}
+    def forward(self, *args, **named):
+        """Run the graph on ``args`` (in ``input_names`` order) and/or inputs given by name.
+
+        Inputs with a stored default (an initializer that is also a graph input) may be left
+        out. Returns the output Tensor, or a tuple for several outputs.
+        """
+        stored = {}
         for entry in self.tensor_entries:
             table = self._parameters if entry["kind"] == "parameter" else self._buffers
-            values[entry["name"]] = table[entry["attribute"]]
-        for name, value in zip(self.input_names, args):
+            stored[entry["name"]] = table[entry["attribute"]]
+        if len(args) > len(self.input_names):
+            raise TypeError(f"OnnxGraphModule: expected at most {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(args)}")
+        given = dict(zip(self.input_names, args))
+        for name, value in named.items():
+            if name not in self.input_names or name in given:
+                raise TypeError(f"OnnxGraphModule: unexpected or repeated input {name!r} "
+                                f"(inputs: {', '.join(self.input_names)})")
+            given[name] = value
+        missing = [n for n in self.input_names if n not in given and n not in stored]
+        if missing:
+            raise TypeError(f"OnnxGraphModule: inputs {missing} have no default and were not "
+                            f"given (inputs: {', '.join(self.input_names)})")
+        values = dict(stored)
+        for name, value in given.items():
             values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+        from .interpreter import run_node
+
         for node in self.nodes:
             inputs = [values[n] if n else None for n in node["inputs"]]
             # Trailing optional inputs left empty are simply absent, as the spec allows.
             while inputs and inputs[-1] is None:
                 inputs.pop()
+            wanted = max(i + 1 for i, n in enumerate(node["outputs"]) if n) \
+                if any(node["outputs"]) else 1
+            context = RunContext(training=self.training, max_tensor_bytes=self.max_tensor_bytes,
+                                 node=f"{node['op_type']} -> {node['outputs'][0]}",
+                                 outputs=wanted)
             try:
-                values[node["outputs"][0]] = run_node(node["op_type"], inputs, node["attributes"])
-            except (ValueError, TypeError, IndexError) as error:
-                raise type(error)(f"ONNX node {node['op_type']} -> {node['outputs'][0]}: "
-                                  f"{error}") from None
+                result = run_node(node["op_type"], inputs, node["attributes"], context)
+            except (ValueError, TypeError, IndexError, KeyError) as error:
+                raise type(error)(f"ONNX node {context.node}: {error}") from None
+            results = result if isinstance(result, tuple) else (result,)
+            if len(results) < wanted:
+                raise ValueError(f"ONNX node {context.node}: computes {len(results)} outputs, "
+                                 f"the graph reads {wanted}")
+            for name, value in zip(node["outputs"], results):
+                if name:
+                    values[name] = value
         results = tuple(values[name] for name in self.output_names)
         return results[0] if len(results) == 1 else results
 

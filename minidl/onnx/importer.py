@@ -1,11 +1,14 @@
 """``import_model``: read an ONNX file into an :class:`OnnxGraphModule`.
 
 The file is parsed, its external-data references are checked and read (see
-:mod:`.external_data`), and the graph is turned into plain data: nodes with their attributes as
-Python values, ``Constant`` nodes folded into stored tensors, initializers into parameters
-(float arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant``
-values, scalars, a Reshape's target shape, batch norm's running statistics). Every op type is
-checked before anything is built, and all the unsupported ones are reported together.
+:mod:`.external_data`), and the model is validated: the full ONNX checker with shape inference
+(so every node has the inputs and attributes its schema requires and every value one
+definition), a conversion to opset 13 by ``onnx.version_converter`` for older files, then the
+checker again. The graph is then turned into plain data: nodes with their attributes as Python
+values, ``Constant`` nodes folded into stored tensors, initializers into parameters (float
+arrays read by ordinary inputs: the weights) or buffers (everything else: ``Constant`` values,
+scalars, a Reshape's target shape, batch norm's running statistics). Every op type is checked
+before anything is built, and all the unsupported ones are reported together.
 """
 
 from __future__ import annotations
@@ -18,23 +21,39 @@ import numpy as np
 from .errors import UnsupportedOperatorError
 from .graph_module import OnnxGraphModule
 from .interpreter import ONNX_OPS
+from .registry import DEFAULT_MAX_TENSOR_BYTES
 
-MIN_IMPORT_OPSET = 13  # from 13 on, Reshape/Slice/Unsqueeze/ReduceSum take shapes as inputs
+# From 13 on, Reshape/Slice/Unsqueeze/ReduceSum take shapes as inputs; older graphs are first
+# rewritten to 13 by onnx.version_converter.
+MIN_IMPORT_OPSET = 13
 
-# (op_type, input position) that hold constants describing shapes or statistics: initializers
-# read only there are buffers, not trainable weights.
+# (op_type, input position) that hold constants describing shapes, statistics or settings:
+# initializers read only there are buffers, not trainable weights.
 _NON_TRAINABLE_INPUTS = {
     ("BatchNormalization", 3), ("BatchNormalization", 4), ("Reshape", 1), ("Expand", 1),
     ("Slice", 1), ("Slice", 2), ("Slice", 3), ("Slice", 4), ("Unsqueeze", 1), ("Squeeze", 1),
     ("ReduceSum", 1), ("ReduceMean", 1), ("ReduceMax", 1), ("ReduceMin", 1), ("Clip", 1),
-    ("Clip", 2), ("Pow", 1), ("Gather", 1),
+    ("Clip", 2), ("Pow", 1), ("Gather", 1), ("Resize", 1), ("Resize", 2), ("Resize", 3),
+    ("Pad", 1), ("Pad", 2), ("Pad", 3), ("Range", 0), ("Range", 1), ("Range", 2),
+    ("Dropout", 1), ("Dropout", 2), ("Split", 1), ("Tile", 1), ("TopK", 1), ("CumSum", 1),
+    ("Trilu", 1), ("ConstantOfShape", 0), ("Mod", 1), ("NegativeLogLikelihoodLoss", 2),
+    ("SoftmaxCrossEntropyLoss", 2),
 }
+
+# Inputs whose value is a target shape: when the file gives them as constants, an absurd size
+# is refused at import rather than allocated at the first forward.
+_SHAPE_INPUTS = {("Expand", 1), ("Reshape", 1), ("ConstantOfShape", 0), ("Tile", 1)}
 
 
 def _attribute_value(attribute):
-    """An attribute as plain data (str, int, float, or lists of them)."""
-    from onnx import helper
+    """An attribute as plain data (str, int, float, lists of them, or a small tensor as
+    ``{"dtype", "shape", "values"}``), so that the graph saves as plain data."""
+    from onnx import AttributeProto, helper, numpy_helper
 
+    if attribute.type == AttributeProto.TENSOR:
+        array = numpy_helper.to_array(attribute.t)
+        return {"dtype": array.dtype.name, "shape": list(array.shape),
+                "values": array.reshape(-1).tolist()}
     value = helper.get_attribute_value(attribute)
     if isinstance(value, bytes):
         return value.decode("utf-8")
@@ -43,7 +62,7 @@ def _attribute_value(attribute):
                 (float(v) if isinstance(v, float) else v) for v in value]
     if isinstance(value, (int, float, str)):
         return value
-    raise UnsupportedOperatorError(f"attribute {attribute.name!r} holds a graph or tensor",
+    raise UnsupportedOperatorError(f"attribute {attribute.name!r} holds a graph",
                                    [f"attribute {attribute.name}"])
 
 
@@ -76,43 +95,99 @@ def _attribute_names(names):
     return result
 
 
-def _unsupported(graph, opset: int) -> list:
-    """Every op type (and op feature) the interpreter cannot run, with why where useful."""
+def _node_name(node, index: int) -> str:
+    return f"node {index} ({node.op_type} {node.name!r} -> {list(node.output)})"
+
+
+def _unsupported(graph) -> list:
+    """Every op type the interpreter cannot run (and every foreign domain)."""
     problems = set()
-    if opset < MIN_IMPORT_OPSET:
-        problems.add(f"opset {opset} (import needs {MIN_IMPORT_OPSET} or newer)")
-    used = {name for node in graph.node for name in node.input} | \
-        {output.name for output in graph.output}
     for node in graph.node:
         if node.domain not in ("", "ai.onnx"):
             problems.add(f"{node.domain}::{node.op_type}")
         elif node.op_type != "Constant" and node.op_type not in ONNX_OPS:
             problems.add(node.op_type)
-        if any(name in used for name in list(node.output)[1:] if name):
-            problems.add(f"{node.op_type} (second output)")
-        attributes = {a.name: a for a in node.attribute}
-        if node.op_type in ("Conv", "MaxPool", "AveragePool"):
-            if "auto_pad" in attributes and attributes["auto_pad"].s not in (b"NOTSET", b"VALID"):
-                problems.add(f"{node.op_type} (auto_pad={attributes['auto_pad'].s.decode()})")
-            pads = list(attributes["pads"].ints) if "pads" in attributes else []
-            if pads and pads[:len(pads) // 2] != pads[len(pads) // 2:]:
-                problems.add(f"{node.op_type} (asymmetric pads)")
-            kernel = attributes.get("kernel_shape")
-            if kernel is not None and len(kernel.ints) != 2:
-                problems.add(f"{node.op_type} ({len(kernel.ints)}-D)")
-        if node.op_type == "BatchNormalization" and "training_mode" in attributes \
-                and attributes["training_mode"].i:
-            problems.add("BatchNormalization (training_mode)")
     return sorted(problems)
 
 
-def module_from_proto(model) -> OnnxGraphModule:
+def _converted_to_supported_opset(model):
+    """The model itself from opset 13 on; older ones rewritten by onnx.version_converter."""
+    from onnx import version_converter
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset >= MIN_IMPORT_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, MIN_IMPORT_OPSET)
+    except Exception as error:  # the converter raises bare RuntimeErrors from C++
+        raise UnsupportedOperatorError(
+            f"import: opset {opset} cannot be converted to {MIN_IMPORT_OPSET} "
+            f"(onnx.version_converter: {str(error).splitlines()[0] if str(error) else error})",
+            [f"opset {opset}"]) from None
+
+
+def _validate(model) -> None:
+    """The full ONNX checker and strict shape inference; then what minidl itself relies on.
+
+    Afterwards every node has the inputs and attributes its schema requires, every value is
+    defined once, before it is read: a malformed graph fails here, naming the node, never with
+    a bare KeyError at the first forward.
+    """
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        message = str(error).strip()
+        first_line = message.splitlines()[0] if message else type(error).__name__
+        # The checker names the node in a trailing "Context" paragraph: put it first.
+        node = re.search(r"Name: (\S*) OpType: (\S+)", message)
+        if node:
+            raise ValueError(f"import: node {node.group(1)!r} ({node.group(2)}) is invalid: "
+                             f"{first_line}") from None
+        raise ValueError(f"import: invalid ONNX model: {message}") from None
+    graph = model.graph
+    defined = {t.name for t in graph.initializer} | {v.name for v in graph.input}
+    for index, node in enumerate(graph.node):
+        for name in node.input:
+            if name and name not in defined:
+                raise ValueError(f"import: {_node_name(node, index)} reads {name!r}, which "
+                                 f"nothing defines before it")
+        for name in node.output:
+            if name and name in defined:
+                raise ValueError(f"import: {_node_name(node, index)} defines {name!r} again")
+            defined.add(name)
+
+
+def _check_constant_shapes(nodes, stored, max_tensor_bytes: int) -> None:
+    """Refuse a constant target shape (Expand, Reshape, Tile, ConstantOfShape) whose element
+    count alone is beyond the bound, before anything is allocated."""
+    for node in nodes:
+        for position, name in enumerate(node["inputs"]):
+            if (node["op_type"], position) in _SHAPE_INPUTS and name in stored:
+                dims = np.asarray(stored[name]).reshape(-1)
+                if (dims < 0).sum() > (1 if node["op_type"] == "Reshape" else 0):
+                    raise ValueError(f"import: {node['op_type']} -> {node['outputs']}: "
+                                     f"negative size in {dims.tolist()}")
+                count = int(np.prod(np.maximum(dims, 1), dtype=np.float64))
+                if count > max_tensor_bytes:
+                    raise ValueError(
+                        f"import: {node['op_type']} -> {node['outputs']}: target {dims.tolist()} "
+                        f"has {count} elements, beyond the bound of {max_tensor_bytes} bytes "
+                        f"(raise it with import_model(..., max_tensor_bytes=N) if it is meant)")
+
+
+def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
     """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded)."""
     from onnx import numpy_helper
 
+    _validate(model)  # at its own opset: the converter assumes a valid graph
+    converted = _converted_to_supported_opset(model)
+    if converted is not model:
+        _validate(converted)
+        model = converted
     graph = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    problems = _unsupported(graph, opset)
+    problems = _unsupported(graph)
     if problems:
         raise UnsupportedOperatorError(
             f"import: unsupported ONNX operators: {', '.join(problems)}", problems)
@@ -128,6 +203,7 @@ def module_from_proto(model) -> OnnxGraphModule:
         nodes.append({"op_type": node.op_type, "inputs": list(node.input),
                       "outputs": list(node.output),
                       "attributes": {a.name: _attribute_value(a) for a in node.attribute}})
+    _check_constant_shapes(nodes, stored, max_tensor_bytes)
 
     trainable = set()
     for node in nodes:
@@ -145,19 +221,28 @@ def module_from_proto(model) -> OnnxGraphModule:
         tensors.append({"name": name, "attribute": attribute_of[name], "kind": kind,
                         "dtype": array.dtype.name, "shape": [int(n) for n in array.shape]})
         state[attribute_of[name]] = array
-    inputs = [value.name for value in graph.input if value.name not in stored]
+    # An initializer that is also a graph input is an input with a default value: callers may
+    # pass it or leave it out (the ONNX meaning), so it stays in the input list, after the
+    # inputs that have none (old exporters list every weight as an input, data first or not).
+    inputs = [value.name for value in graph.input if value.name not in stored] + \
+        [value.name for value in graph.input if value.name in stored]
     outputs = [value.name for value in graph.output]
     module = OnnxGraphModule(inputs, outputs, nodes, tensors)
     module.load_state_dict(state, strict=True)
+    module.max_tensor_bytes = int(max_tensor_bytes)
     return module.eval()
 
 
-def import_model(path) -> OnnxGraphModule:
+def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
     """Read the ONNX model at ``path`` (and its checked external data) into a minidl Module.
+
+    Graphs below opset 13 are converted with ``onnx.version_converter`` first. The model must
+    pass the full ONNX checker and shape inference. ``max_tensor_bytes`` bounds the size of a
+    tensor that a shape read from the file (or computed from the input) may create.
 
     Raises :class:`UnsupportedOperatorError` listing every operator the graph uses that minidl
     cannot run, :class:`UnsafeExternalDataError` for external data that points outside the
-    model's directory, and ValueError for a file that is not an ONNX model.
+    model's directory, and ValueError for a file that is not a valid ONNX model.
     """
     import onnx
     from google.protobuf.message import DecodeError
@@ -173,4 +258,9 @@ def import_model(path) -> OnnxGraphModule:
     except DecodeError as error:
         raise ValueError(f"{path}: not an ONNX model ({error})") from None
     load_external_data(model, os.path.dirname(os.path.abspath(path)))
-    return module_from_proto(model)
+    try:
+        return module_from_proto(model, max_tensor_bytes)
+    except UnsupportedOperatorError as error:
+        raise UnsupportedOperatorError(f"{path}: {error}", error.operators) from None
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None

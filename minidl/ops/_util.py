@@ -2,34 +2,122 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd.tensor import Tensor, as_tensor
 
 
-def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
-    """Turn the operands of a binary op into Tensors and check that their shapes broadcast.
+def _is_scalar(value) -> bool:
+    """A Python or NumPy number (PyTorch's "wrapped number"), as opposed to a tensor."""
+    return not isinstance(value, Tensor) and np.ndim(value) == 0 and \
+        np.asarray(value).dtype.kind in "biuf"
 
-    Python scalars take the tensor operand's dtype, so ``x * 2`` stays float32.
+
+def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promote_types on bool/integer/float dtypes: a float beats any integer or bool
+    (int64 with float32 is float32, where NumPy widens to float64); otherwise the larger."""
+    if a == b:
+        return a
+    if (a.kind == "f") != (b.kind == "f"):
+        return a if a.kind == "f" else b
+    return np.promote_types(a, b)
+
+
+def _category(dtype) -> int:
+    return {"b": 0, "i": 1, "u": 1, "f": 2}[dtype.kind]
+
+
+def result_dtype(*operands) -> np.dtype:
+    """The dtype PyTorch gives an op on ``operands`` (tensors and numbers).
+
+    Three tiers, highest first: tensors with dimensions, 0-d tensors, numbers. A lower tier
+    only counts if it is of a higher category (bool < integer < float) than everything above
+    it, so ``float32 tensor + float64 0-d tensor`` stays float32 and ``int tensor * 2.5`` is
+    float32 (a Python float counts as the default float dtype, float32).
     """
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    tiers = [None, None, None]
+    for value in operands:
+        if value is None:
+            continue
+        if isinstance(value, Tensor):
+            tier, dtype = (0 if value.ndim else 1), value.dtype
+        elif _is_scalar(value):
+            kind = np.asarray(value).dtype.kind
+            tier, dtype = 2, {"b": np.dtype(np.bool_), "f": np.dtype(np.float32)}.get(
+                kind, np.dtype(np.int64))
+        else:  # host data (lists, arrays): the dtype md.tensor would give it
+            tier, dtype = 0, _host_dtype(value)
+        tiers[tier] = dtype if tiers[tier] is None else _promote_pair(tiers[tier], dtype)
+    result = None
+    for dtype in tiers:
+        if dtype is None:
+            continue
+        if result is None or _category(dtype) > _category(result):
+            result = dtype if result is None else _promote_pair(result, dtype)
+    return result
+
+
+def _host_dtype(value) -> np.dtype:
+    array = np.asarray(value)
+    if isinstance(value, (np.ndarray, np.generic)) or array.dtype.kind not in "iuf":
+        return array.dtype
+    return np.dtype(np.float32) if array.dtype.kind == "f" else np.dtype(np.int64)
+
+
+def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
+    """A number as a 0-d tensor on ``like``'s device, filled there: the value travels as a
+    kernel argument, with no host-to-device copy (the 2 in ``x * 2``)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return Tensor._wrap(like.backend.full((), value, dtype), like.device)
+
+
+def promote_operands(*operands, device=None) -> list:
+    """``operands`` (tensors, numbers, arrays; None kept) as Tensors of their common PyTorch
+    dtype (see :func:`result_dtype`) on the tensors' device."""
+    dtype = result_dtype(*operands)
+    like = next(o for o in operands if isinstance(o, Tensor))
+    device = like.device if device is None else device
+    out = []
+    for value in operands:
+        if value is None:
+            out.append(None)
+        elif isinstance(value, Tensor):
+            out.append(value if value.dtype == dtype else value.to(dtype=dtype))
+        elif _is_scalar(value):
+            out.append(_scalar_tensor(value, dtype, like))
+        else:
+            out.append(Tensor(np.asarray(value), dtype=dtype, device=device))
+    return out
+
+
+def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
+    """Turn the operands of a binary op into Tensors of their common dtype (PyTorch's
+    promotion rules, :func:`result_dtype`) and check that their shapes broadcast."""
+    a_tensor, b_tensor = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not a_tensor and not b_tensor:
         raise TypeError(f"{op}: expected at least one Tensor operand")
-    if not isinstance(a, Tensor):
-        a = as_tensor(a, like=b)
-    if not isinstance(b, Tensor):
-        b = as_tensor(b, like=a)
-    broadcast_shape(op, a.shape, b.shape)
-    # PyTorch's promotion: a float tensor meeting an integer (or bool) tensor keeps its float
-    # dtype, where NumPy would widen int64 with float32 to float64.
-    a_float, b_float = a.dtype.kind == "f", b.dtype.kind == "f"
-    if a_float and not b_float:
-        b = b.to(dtype=a.dtype)
-    elif b_float and not a_float:
-        a = a.to(dtype=b.dtype)
+    # Fast paths for the common cases (same dtypes; a tensor and a number that does not raise
+    # its category), which every small op of a training step takes.
+    if a_tensor and b_tensor and a.dtype == b.dtype:
+        pass
+    elif a_tensor and type(b) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(b)] <= _category(
+            a.dtype):
+        b = _scalar_tensor(b, a.dtype, a)
+    elif b_tensor and type(a) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(a)] <= _category(
+            b.dtype):
+        a = _scalar_tensor(a, b.dtype, b)
+    else:
+        a, b = promote_operands(a, b)
+    if a.shape != b.shape:
+        broadcast_shape(op, a.shape, b.shape)
     return a, b
+
+
+_NUMBER_CATEGORY = {bool: 0, int: 1, float: 2}
 
 
 def broadcast_shape(op: str, *shapes) -> tuple:
     """The shape the operands broadcast to, or a ValueError naming the op and the shapes."""
-    import numpy as np
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

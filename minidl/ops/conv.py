@@ -14,6 +14,7 @@ from ..autograd.function import Function
 from ..autograd.tensor import Tensor
 from ..backend.geometry import conv_output_size
 from ._util import check_bias_and_dtype
+from .shape import cat
 
 
 def _pair(value, name: str) -> tuple:
@@ -64,10 +65,41 @@ class Conv2d(Function):
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
 
+def _same_padding(x: Tensor, weight: Tensor, stride, dilation) -> tuple[Tensor, tuple]:
+    """padding='same': the output keeps the input's size (stride 1 only, as in PyTorch).
+
+    A kernel spans dilation·(k-1) + 1 pixels, so dilation·(k-1) pixels of padding are needed in
+    all; half on each side, and where that total is odd PyTorch puts the extra pixel at the end
+    (bottom, right). The symmetric part goes to the convolution; the extra row or column is
+    added here as zeros.
+    """
+    if stride != (1, 1):
+        raise ValueError(f"conv2d: padding='same' needs stride 1, got stride={stride}")
+    totals = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+    for axis, total in ((2, totals[0]), (3, totals[1])):
+        if total % 2:
+            shape = list(x.shape)
+            shape[axis] = 1
+            zeros = Tensor._wrap(x.backend.zeros(tuple(shape), x.dtype), x.device)
+            x = cat([x, zeros], axis=axis)
+    return x, (totals[0] // 2, totals[1] // 2)
+
+
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), as PyTorch."""
+    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, kh, kw), as PyTorch.
+
+    ``padding``: an int, a pair, or PyTorch's strings 'valid' (none) and 'same' (the output has
+    the input's size; stride 1)."""
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"conv2d: padding must be an int, a pair, 'same' or 'valid', got "
+                             f"{padding!r}")
+        if padding == "same" and x.ndim == 4 and weight.ndim == 4:
+            x, padding = _same_padding(x, weight, stride, dilation)
+        else:
+            padding = 0
     padding = _pair(padding, "padding")
     if x.ndim != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x.shape}")

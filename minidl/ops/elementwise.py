@@ -10,7 +10,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import binary_operands, require_float
+from ._util import binary_operands, require_float, result_dtype
 
 
 class Add(Function):
@@ -30,26 +30,53 @@ class Sub(Function):
 
 
 class Mul(Function):
+    # d(ab)/da = b and d(ab)/db = a: each factor is kept only if the other needs a gradient.
     def forward(self, a, b):
-        self.a, self.b = a, b
+        needs_a, needs_b = self.needs_input_grad
+        self.a, self.b = (a if needs_b else None), (b if needs_a else None)
         return self.backend.mul(a, b)
 
     def backward(self, grad):
         mul = self.backend.mul
-        return mul(grad, self.b), mul(grad, self.a)
+        needs_a, needs_b = self.needs_input_grad
+        return (mul(grad, self.b) if needs_a else None), (mul(grad, self.a) if needs_b else None)
 
 
 class Div(Function):
     # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b
     def forward(self, a, b):
         self.b = b
-        self.out = self.backend.div(a, b)
-        return self.out
+        out = self.backend.div(a, b)
+        self.out = out if self.needs_input_grad[1] else None
+        return out
 
     def backward(self, grad):
         be = self.backend
         grad_a = be.div(grad, self.b)
-        return grad_a, be.neg(be.mul(grad_a, self.out))
+        return grad_a, (be.neg(be.mul(grad_a, self.out)) if self.needs_input_grad[1] else None)
+
+
+class FloorDivide(Function):
+    # floor(a / b) is a step function: its derivative is 0 wherever it exists (PyTorch returns
+    # zero gradients too, rather than refusing to differentiate).
+    def forward(self, a, b):
+        return self.backend.floor_divide(a, b)
+
+    def backward(self, grad):
+        zeros = self.backend.zeros_like(grad)
+        return zeros, zeros
+
+
+class Remainder(Function):
+    # a mod b = a - b·floor(a / b):  d/da = 1,  d/db = -floor(a / b)  (the floor is locally
+    # constant)
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.backend.remainder(a, b)
+
+    def backward(self, grad):
+        be = self.backend
+        return grad, be.neg(be.mul(grad, be.floor_divide(self.a, self.b)))
 
 
 class Neg(Function):
@@ -61,20 +88,25 @@ class Neg(Function):
 
 
 class PowScalar(Function):
-    # y = a^p:  dy/da = p · a^(p-1)
+    # y = a^p:  dy/da = p · a^(p-1). For p = 0, y is the constant 1 and the gradient is 0 even
+    # at a = 0, where the formula reads 0 · 0^-1 = 0 · inf = nan (PyTorch returns 0 too).
     def forward(self, a, exponent):
         self.a, self.exponent = a, exponent
         return self.backend.power(a, a.dtype.type(exponent))
 
     def backward(self, grad):
         be, p = self.backend, self.exponent
+        if p == 0:
+            return be.zeros_like(grad)
         local = be.mul(be.power(self.a, self.a.dtype.type(p - 1)), self.a.dtype.type(p))
         return be.mul(grad, local)
 
 
 class Pow(Function):
-    # y = a^b:  dy/da = b · a^(b-1),  dy/db = y · ln a  (taken as 0 where a <= 0, where ln is
-    # undefined and PyTorch reports nan; 0 keeps the common 0^b case finite)
+    # y = a^b:  dy/da = b · a^(b-1), taken as 0 where b = 0 (y is then constant, though the
+    # formula gives 0 · 0^-1 = nan at a = 0; PyTorch also returns 0);
+    # dy/db = y · ln a  (taken as 0 where a <= 0, where ln is undefined and PyTorch reports nan
+    # for a < 0; 0 keeps the common 0^b case finite)
     def forward(self, a, b):
         self.a, self.b = a, b
         self.out = self.backend.power(a, b)
@@ -82,7 +114,9 @@ class Pow(Function):
 
     def backward(self, grad):
         be = self.backend
-        grad_a = be.mul(grad, be.mul(self.b, be.power(self.a, be.sub(self.b, 1))))
+        # Where b = 0 the base is replaced by 1, so the product is b · 1 = 0 without a 0^-1.
+        base = be.where(be.equal(self.b, 0), self.a.dtype.type(1), self.a)
+        grad_a = be.mul(grad, be.mul(self.b, be.power(base, be.sub(self.b, 1))))
         safe_log = be.log(be.where(be.greater(self.a, 0), self.a, 1))
         grad_b = be.mul(grad, be.mul(self.out, safe_log))
         return grad_a, grad_b
@@ -257,9 +291,19 @@ def mul(a, b) -> Tensor:
 
 def div(a, b) -> Tensor:
     a, b = binary_operands("div", a, b)
-    if a.dtype.kind != "f" and b.dtype.kind != "f":
-        a = a.to(dtype=np.float32)  # true division of integers gives floats, as in PyTorch
+    if a.dtype.kind != "f":  # true division of integers gives float32, as in PyTorch
+        a, b = a.to(dtype=np.float32), b.to(dtype=np.float32)
     return Div.apply(a, b)
+
+
+def floor_divide(a, b) -> Tensor:
+    """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``)."""
+    return FloorDivide.apply(*binary_operands("floor_divide", a, b))
+
+
+def remainder(a, b) -> Tensor:
+    """a % b, with the sign of the divisor (Python's and PyTorch's ``%``)."""
+    return Remainder.apply(*binary_operands("remainder", a, b))
 
 
 def neg(a: Tensor) -> Tensor:
@@ -267,7 +311,11 @@ def neg(a: Tensor) -> Tensor:
 
 
 def pow(a, exponent) -> Tensor:  # noqa: A001
+    """a ** exponent. An integer tensor raised to a float gives float32 (as PyTorch), never an
+    exponent truncated to the integer dtype."""
     if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
+        if a.dtype.kind != "f" and np.asarray(exponent).dtype.kind == "f":
+            a = a.to(dtype=np.float32)
         return PowScalar.apply(a, exponent=float(exponent))
     return Pow.apply(*binary_operands("pow", a, exponent))
 
@@ -320,9 +368,21 @@ def minimum(a, b) -> Tensor:
 
 
 def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """Clip into [min, max] (either may be None; numbers or tensors). The result has PyTorch's
+    promoted dtype: clamping an integer tensor at 0.5 gives float32."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    return Clamp.apply(a, low=min, high=max)
+    dtype = result_dtype(a, min, max)
+    if dtype != a.dtype:
+        a = a.to(dtype=dtype)
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # Tensor bounds: the elementwise maximum/minimum, which route the gradient to the bound
+        # where it is the one chosen.
+        out = a if min is None else maximum(a, min)
+        return out if max is None else minimum(out, max)
+    low = None if min is None else dtype.type(min)
+    high = None if max is None else dtype.type(max)
+    return Clamp.apply(a, low=low, high=high)
 
 
 def _compare(primitive: str, op: str, a, b) -> Tensor:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
-from ._util import normalize_axis, require_float
+from ._util import broadcast_shape, normalize_axis, require_float
 from .shape import where
 
 
@@ -39,13 +41,17 @@ class LogSoftmax(Function):
         return be.sub(grad, be.mul(be.exp(self.out), total))
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
+def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """softmax along ``axis`` (alias ``dim``)."""
     require_float("softmax", x)
+    axis = dim if dim is not None else axis
     return Softmax.apply(x, axis=normalize_axis("softmax", axis, x.ndim))
 
 
-def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+def log_softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """log_softmax along ``axis`` (alias ``dim``)."""
     require_float("log_softmax", x)
+    axis = dim if dim is not None else axis
     return LogSoftmax.apply(x, axis=normalize_axis("log_softmax", axis, x.ndim))
 
 
@@ -97,10 +103,11 @@ class SoftmaxCrossEntropy(Function):
                                                  self.ignore_index, self.smoothing)
 
 
-def cross_entropy(logits: Tensor, targets, reduction: str = "mean", ignore_index: int = -100,
-                  label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy between logits (N, C) or (N, C, d1, ...) and integer class targets
-    (N,) or (N, d1, ...); float targets of the logits' shape are read as class probabilities."""
+def cross_entropy(logits: Tensor, targets, weight=None, *, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy between logits (N, C) or (N, C, d1, ...) (or unbatched (C,)) and integer
+    class targets (N,) or (N, d1, ...); float targets of the logits' shape are read as class
+    probabilities. ``weight`` (C,) rescales each class, as in PyTorch."""
     require_float("cross_entropy", logits, "logits")
     targets = as_tensor(targets) if not isinstance(targets, Tensor) else targets
     if logits.ndim < 1:
@@ -114,26 +121,30 @@ def cross_entropy(logits: Tensor, targets, reduction: str = "mean", ignore_index
         if targets.shape != logits.shape:
             raise ValueError(f"cross_entropy: probability targets of shape {targets.shape} do not "
                              f"match logits of shape {logits.shape}")
-        classes = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+        class_axis = 1 if logits.ndim > 1 else 0
+        classes = logits.shape[class_axis]
         smoothed = targets * (1 - label_smoothing) + label_smoothing / classes
-        losses = -(smoothed * log_softmax(logits, axis=1 if logits.ndim > 1 else 0)).sum(
-            axis=1 if logits.ndim > 1 else 0)
-        return _reduce_loss("cross_entropy", losses, reduction)
+        terms = smoothed * log_softmax(logits, axis=class_axis)
+        weight = _class_weight("cross_entropy", weight, classes, logits)
+        if weight is not None:  # per class, along the class axis
+            terms = terms * weight.reshape((classes,) + (1,) * (logits.ndim - 1 - class_axis))
+        return _reduce_loss("cross_entropy", -terms.sum(axis=class_axis), reduction)
     if targets.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: targets must be integer class indices (int64) or float "
                         f"probabilities, got {targets.dtype}")
-    if logits.ndim == 1:
-        logits, targets = logits.reshape(1, -1), targets.reshape(1)
-    expected = (logits.shape[0],) + logits.shape[2:]
-    if targets.shape != expected:
-        raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of shape "
-                         f"{expected}, got {targets.shape}")
-    spatial_shape = targets.shape
-    if logits.ndim > 2:  # move the class axis last, then treat every position as a sample
-        axes = (0,) + tuple(range(2, logits.ndim)) + (1,)
-        logits = logits.permute(axes).reshape(-1, logits.shape[1])
-    be = targets.backend
-    flat_targets = be.astype(be.reshape(targets.data, (-1,)), np.int64)
+    if weight is not None:
+        # Weighted: log-softmax then the weighted NLL (the fused kernel has no class weights).
+        # With smoothing, PyTorch adds ε/C · Σ_c weight_c·(-log p_c), normalised like the NLL.
+        log_probs = log_softmax(logits, axis=1 if logits.ndim > 1 else 0)
+        nll = nll_loss(log_probs, targets, weight, ignore_index=ignore_index,
+                       reduction=reduction)
+        if not label_smoothing:
+            return nll
+        return (1 - label_smoothing) * nll + label_smoothing / logits.shape[
+            1 if logits.ndim > 1 else 0] * _weighted_smoothing_term(
+                log_probs, targets, weight, ignore_index, reduction)
+    logits, flat, spatial_shape = _classes_last("cross_entropy", logits, targets)
+    flat_targets = flat.to(dtype=np.int64).data
     try:
         out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets,
                                         ignore_index=int(ignore_index),
@@ -145,72 +156,178 @@ def cross_entropy(logits: Tensor, targets, reduction: str = "mean", ignore_index
     return out.reshape(spatial_shape) if reduction == "none" else out
 
 
-def nll_loss(log_probs: Tensor, targets, reduction: str = "mean",
-             ignore_index: int = -100) -> Tensor:
-    """Negative log-likelihood of integer targets (N,) under log-probabilities (N, C)."""
-    targets = as_tensor(targets) if not isinstance(targets, Tensor) else targets
-    if log_probs.ndim != 2 or targets.shape != (log_probs.shape[0],):
-        raise ValueError(f"nll_loss: expected log_probs (N, C) and targets (N,), got "
-                         f"{log_probs.shape} and {targets.shape}")
+def _weighted_smoothing_term(log_probs, targets, weight, ignore_index, reduction):
+    """Σ_c weight_c·(-log p_c) per sample, 0 where ignored, reduced as the weighted NLL."""
+    targets = targets if isinstance(targets, Tensor) else as_tensor(np.asarray(targets))
+    rows, flat, out_shape = _classes_last("cross_entropy", log_probs, targets)
+    weight = _class_weight("cross_entropy", weight, rows.shape[1], rows)
+    picked, kept, row_weight = _picked_targets("cross_entropy", rows, flat, weight, ignore_index)
+    per_sample = where(kept, -(rows * weight.reshape(1, -1)).sum(axis=1), 0.0)
+    if reduction == "none":
+        return per_sample.reshape(out_shape)
+    if reduction == "sum":
+        return per_sample.sum()
+    return _weighted_mean(per_sample.sum(), row_weight)
+
+
+def _picked_targets(op: str, rows: Tensor, flat: Tensor, weight, ignore_index: int):
+    """For rows (M, C) and targets (M,): the one-hot mask of each row's target (all False on
+    ignored rows), the kept-rows mask, and each row's weight (weight[t], 1 without a weight, 0
+    when ignored). Built on the device; the backend rejects targets out of range."""
+    be = rows.backend
+    t = be.astype(flat.data, np.int64)
+    keep = be.not_equal(t, ignore_index)
+    try:
+        one_hot = be.one_hot(be.where(keep, t, 0), rows.shape[1], np.bool_)
+    except IndexError:
+        raise ValueError(f"{op}: targets must be in [0, {rows.shape[1]}) or "
+                         f"ignore_index={ignore_index}") from None
+    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), rows.device)
+    kept = Tensor._wrap(keep, rows.device)
+    row_weight = picked.to(dtype=rows.dtype).sum(axis=1) if weight is None else \
+        where(picked, weight.detach().reshape(1, -1), 0.0).sum(axis=1)
+    return picked, kept, row_weight
+
+
+def _weighted_mean(total: Tensor, row_weight: Tensor) -> Tensor:
+    """total / Σ row weights, computed on the device. With nothing counted (every target
+    ignored) the mean is 0/0 = nan, as in PyTorch, but its gradient is 0, not nan: no element
+    took part."""
+    denominator = row_weight.sum()
+    counted = denominator > 0
+    return where(counted, total / where(counted, denominator, 1.0), float("nan"))
+
+
+def _classes_last(op: str, scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, tuple]:
+    """Scores (N, C, d1, ...) or (C,) and targets (N, d1, ...) or () as rows (M, C) and (M,),
+    plus the shape a reduction='none' result takes (the targets' shape)."""
+    if scores.ndim == 1:
+        if targets.shape != ():
+            raise ValueError(f"{op}: unbatched input of shape {scores.shape} needs a 0-d target, "
+                             f"got {targets.shape}")
+        return scores.reshape(1, -1), targets.reshape(1), ()
+    expected = (scores.shape[0],) + scores.shape[2:]
+    if targets.shape != expected:
+        raise ValueError(f"{op}: input of shape {scores.shape} needs targets of shape "
+                         f"{expected}, got {targets.shape}")
+    if scores.ndim > 2:  # move the class axis last, then treat every position as a sample
+        axes = (0,) + tuple(range(2, scores.ndim)) + (1,)
+        scores = scores.permute(axes).reshape(-1, scores.shape[1])
+    return scores, targets.reshape(-1), expected
+
+
+def _class_weight(op: str, weight, classes: int, like: Tensor) -> Tensor | None:
+    if weight is None:
+        return None
+    if isinstance(weight, str):
+        raise TypeError(f"{op}: the third positional argument is weight, as in PyTorch; pass "
+                        f"reduction={weight!r} by keyword")
+    weight = as_tensor(weight, like=like)
+    if weight.shape != (classes,):
+        raise ValueError(f"{op}: weight must have one value per class, shape ({classes},), got "
+                         f"{weight.shape}")
+    return weight.to(dtype=like.dtype)
+
+
+def nll_loss(log_probs: Tensor, targets, weight=None, *, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of integer targets under log-probabilities, as PyTorch's: input
+    (N, C) or (N, C, d1, ...) or unbatched (C,), targets (N,) or (N, d1, ...) or ().
+
+    loss_i = -weight[t_i]·log_probs[i, t_i] (0 where t_i == ignore_index); the mean divides by
+    the total weight of the targets not ignored (their count without ``weight``).
+    """
+    require_float("nll_loss", log_probs, "input")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    targets = targets if isinstance(targets, Tensor) else as_tensor(np.asarray(targets))
     if targets.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: targets must be integer class indices, got {targets.dtype}")
     if targets.device != log_probs.device:
         raise ValueError(f"nll_loss: targets are on {targets.device}, log_probs on "
                          f"{log_probs.device}")
-    # log p[target] is picked with a one-hot mask (all False on ignored rows), built on the
-    # device; the backend rejects targets out of range. where() rather than a product with the
-    # one-hot rows, so that the other, possibly -inf, entries are never multiplied by 0.
-    be = log_probs.backend
-    t = be.astype(targets.data, np.int64)
-    keep = be.not_equal(t, ignore_index)
-    try:
-        one_hot = be.one_hot(be.where(keep, t, 0), log_probs.shape[1], np.bool_)
-    except IndexError:
-        raise ValueError(f"nll_loss: targets must be in [0, {log_probs.shape[1]}) or "
-                         f"ignore_index={ignore_index}") from None
-    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), log_probs.device)
-    losses = -where(picked, log_probs, 0.0).sum(axis=1)
-    if reduction == "mean":
-        # Divided by the number of kept targets, counted on the device (nan if none is kept).
-        kept = be.sum(be.astype(keep, log_probs.dtype))
-        kept = be.where(be.greater(kept, 0), kept, np.nan)
-        return losses.sum() / Tensor._wrap(kept, log_probs.device)
-    return _reduce_loss("nll_loss", losses, reduction)
+    rows, flat, out_shape = _classes_last("nll_loss", log_probs, targets)
+    weight = _class_weight("nll_loss", weight, rows.shape[1], rows)
+    picked, _, row_weight = _picked_targets("nll_loss", rows, flat, weight, ignore_index)
+    # where() picks log p[target] (and passes the gradient only there) rather than a product
+    # with the one-hot rows, so the other, possibly -inf, entries are never multiplied by 0.
+    scale = row_weight if weight is None else where(picked, weight.reshape(1, -1), 0.0).sum(1)
+    losses = -(where(picked, rows, 0.0).sum(axis=1) * scale)
+    if reduction == "none":
+        return losses.reshape(out_shape)
+    if reduction == "sum":
+        return losses.sum()
+    return _weighted_mean(losses.sum(), row_weight)
 
 
 def mse_loss(prediction: Tensor, target, reduction: str = "mean") -> Tensor:
-    """Mean squared error ((prediction - target)²)."""
+    """Mean squared error ((prediction - target)²). Shapes that differ are broadcast with
+    PyTorch's warning (an (N,) prediction against an (N, 1) target gives N² terms, which is
+    rarely what was meant)."""
     target = as_tensor(target, like=prediction)
     if target.shape != prediction.shape:
-        raise ValueError(f"mse_loss: prediction of shape {prediction.shape} and target of shape "
-                         f"{target.shape} differ")
+        broadcast_shape("mse_loss", prediction.shape, target.shape)
+        warnings.warn(f"mse_loss: using a target size {target.shape} that is different to the "
+                      f"input size {prediction.shape}. This will likely lead to incorrect "
+                      f"results due to broadcasting. Please ensure they have the same size.",
+                      UserWarning, stacklevel=2)
     difference = prediction - target
     return _reduce_loss("mse_loss", difference * difference, reduction)
 
 
 class BinaryCrossEntropyWithLogits(Function):
-    """Per element: log(1 + e^x) - y·x, computed as max(x, 0) - x·y + log(1 + e^-|x|) so e^x
-    never overflows. Its derivative in x is σ(x) - y, and in y it is -x (PyTorch differentiates
-    the target too, e.g. for soft labels produced by another network)."""
+    """Per element, with positive weight p (1 without ``pos_weight``):
+    -[p·y·log σ(x) + (1-y)·log(1 - σ(x))] = (1-y)·x + (1 + (p-1)·y)·softplus(-x),
+    where softplus(-x) = log(1 + e^-x) is computed as max(-x, 0) + log(1 + e^-|x|) so e^x never
+    overflows. Derivatives: in x, (1-y) - (1 + (p-1)·y)·σ(-x) (= σ(x) - y when p = 1); in y,
+    -x + (p-1)·softplus(-x) (PyTorch differentiates the target too, e.g. for soft labels
+    produced by another network); in p, y·softplus(-x)."""
 
-    def forward(self, x, y):
+    def forward(self, x, y, pos_weight=None):
         be = self.backend
-        self.x, self.y = x, y
-        softplus_tail = be.log(be.add(be.exp(be.neg(be.abs(x))), 1))
-        return be.add(be.sub(be.relu(x), be.mul(x, y)), softplus_tail)
+        self.x, self.y, self.pos_weight = x, y, pos_weight
+        self.softplus_neg = be.add(be.relu(be.neg(x)), be.log(be.add(be.exp(be.neg(be.abs(x))),
+                                                                         1)))
+        self.log_weight = be.ones_like(y) if pos_weight is None else be.add(
+            be.mul(be.sub(pos_weight, 1), y), 1)
+        return be.add(be.mul(be.sub(1, y), x), be.mul(self.log_weight, self.softplus_neg))
 
     def backward(self, grad):
         be = self.backend
-        return be.mul(grad, be.sub(be.sigmoid(self.x), self.y)), be.neg(be.mul(grad, self.x))
+        sigmoid_neg = be.sigmoid(be.neg(self.x))
+        grad_x = be.mul(grad, be.sub(be.sub(1, self.y), be.mul(self.log_weight, sigmoid_neg)))
+        d_y = be.neg(self.x)
+        if self.pos_weight is not None:
+            d_y = be.add(d_y, be.mul(be.sub(self.pos_weight, 1), self.softplus_neg))
+        grads = (grad_x, be.mul(grad, d_y))
+        if self.pos_weight is None:
+            return grads
+        return grads + (be.mul(grad, be.mul(self.y, self.softplus_neg)),)
 
 
-def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
+                                     reduction: str = "mean", pos_weight=None) -> Tensor:
+    """Binary cross-entropy on logits, as PyTorch's: ``weight`` rescales each element's loss
+    (broadcast), ``pos_weight`` the positive term (broadcast along the last axis, one per
+    class)."""
+    if isinstance(weight, str):
+        raise TypeError("binary_cross_entropy_with_logits: the third positional argument is "
+                        f"weight, as in PyTorch; pass reduction={weight!r} by keyword")
     target = as_tensor(target, like=logits)
     require_float("binary_cross_entropy_with_logits", logits, "logits")
     if target.shape != logits.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: logits of shape {logits.shape} and "
                          f"target of shape {target.shape} differ")
-    losses = BinaryCrossEntropyWithLogits.apply(logits, target.to(dtype=logits.dtype))
+    inputs = [logits, target.to(dtype=logits.dtype)]
+    if pos_weight is not None:
+        pos_weight = as_tensor(pos_weight, like=logits).to(dtype=logits.dtype)
+        broadcast_shape("binary_cross_entropy_with_logits (pos_weight)", pos_weight.shape,
+                        logits.shape)
+        inputs.append(pos_weight)
+    losses = BinaryCrossEntropyWithLogits.apply(*inputs)
+    if weight is not None:
+        losses = losses * as_tensor(weight, like=logits).to(dtype=logits.dtype)
     return _reduce_loss("binary_cross_entropy_with_logits", losses, reduction)
 
 
@@ -364,24 +481,37 @@ def _move_towards(be, running, batch, momentum: float) -> None:
 class EmbeddingLookup(Function):
     """Rows of the table picked by integer indices (a gather on the device); the gradient of
     each picked row is scatter-added back into the table's gradient, so a row picked twice
-    receives both gradients."""
+    receives both gradients. ``padding_idx``'s row is looked up like any other but, as in
+    PyTorch, never receives a gradient."""
 
-    def forward(self, weight, indices):
+    def forward(self, weight, indices, padding_idx):
         self.indices, self.shape, self.dtype = indices, weight.shape, weight.dtype
+        self.padding_idx = padding_idx
         return self.backend.take(weight, indices)
 
     def backward(self, grad):
-        return self.backend.index_add(self.shape, (self.indices,), grad, self.dtype), None
+        be = self.backend
+        if self.padding_idx is not None:
+            padding = be.reshape(be.equal(self.indices, self.padding_idx),
+                                 tuple(self.indices.shape) + (1,))
+            grad = be.where(padding, 0, grad)
+        return be.index_add(self.shape, (self.indices,), grad, self.dtype), None
 
 
-def embedding(indices, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` picked by integer ``indices``; gradients scatter-add into those rows."""
+def embedding(indices, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of ``weight`` picked by integer ``indices``; gradients scatter-add into those rows
+    (none into row ``padding_idx``, whose stored values are returned unchanged)."""
     indices = indices if isinstance(indices, Tensor) else as_tensor(np.asarray(indices))
     if indices.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
     if indices.device != weight.device:
         raise ValueError(f"embedding: indices are on {indices.device}, weight on {weight.device}")
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for a table "
+                             f"of {weight.shape[0]} rows")
+        padding_idx = int(padding_idx) % weight.shape[0]
     try:  # the backend checks the range where the indices are
-        return EmbeddingLookup.apply(weight, indices)
+        return EmbeddingLookup.apply(weight, indices, padding_idx=padding_idx)
     except IndexError as error:
         raise IndexError(f"embedding: {error} (a table of {weight.shape[0]} rows)") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
 from .conv import _pair
+from .shape import cat
 
 
 class MaxPool2d(Function):
@@ -62,11 +63,37 @@ def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool =
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
-    """Average pooling to a fixed output size; supports sizes that divide the input evenly
-    (the common global-pooling case, output_size=1)."""
-    out_h, out_w = _pair(output_size, "output_size")
+    """Average pooling to a fixed output size (``None`` in a position keeps that input size).
+
+    Output cell i of an axis of length L averages input positions floor(i·L/n) up to
+    ceil((i+1)·L/n), PyTorch's bins: equal windows when n divides L (then this is one
+    avg_pool2d), otherwise windows of two neighbouring sizes that may overlap.
+    """
+    if x.ndim != 4:
+        raise ValueError(f"adaptive_avg_pool2d: input must be 4-D (N, C, H, W), got shape "
+                         f"{x.shape}")
+    pair = (output_size, output_size) if output_size is None or isinstance(output_size, int) \
+        else tuple(output_size)
     h, w = x.shape[2:]
-    if h % out_h or w % out_w:
-        raise ValueError(f"adaptive_avg_pool2d: output size {(out_h, out_w)} must divide the "
-                         f"input size {(h, w)}")
-    return avg_pool2d(x, (h // out_h, w // out_w))
+    out_h, out_w = (h if pair[0] is None else pair[0]), (w if pair[1] is None else pair[1])
+    out_h, out_w = _pair((out_h, out_w), "output_size")
+    if min(out_h, out_w) < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    if h % out_h == 0 and w % out_w == 0:
+        return avg_pool2d(x, (h // out_h, w // out_w))
+    # A mean over a rectangle of bins is the mean over its rows of the means over its columns,
+    # so the two axes are pooled one after the other.
+    return _adaptive_mean_along(_adaptive_mean_along(x, 2, out_h), 3, out_w)
+
+
+def _adaptive_mean_along(x: Tensor, axis: int, size: int) -> Tensor:
+    length = x.shape[axis]
+    if length == size:
+        return x
+    cells = []
+    for i in range(size):
+        start, stop = (i * length) // size, -((-(i + 1) * length) // size)
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop)
+        cells.append(x[tuple(index)].mean(axis=axis, keepdims=True))
+    return cat(cells, axis=axis)

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max/min over axes, var, and argmax/argmin (which have no gradient).
+"""Reductions: sum, mean, amax/amin and max/min, var/std, and argmax/argmin (no gradient).
 
 A reduction's backward broadcasts the output gradient back over the reduced axes. To do that the
 reduced axes are re-inserted with size 1 (``keepdims``), after which ordinary broadcasting lines
@@ -6,6 +6,9 @@ every input element up with the output element it contributed to.
 """
 
 from __future__ import annotations
+
+import builtins
+from collections import namedtuple
 
 import numpy as np
 
@@ -39,7 +42,12 @@ class Sum(Function):
 
 
 class Extremum(Function):
-    """max or min: the gradient goes to the elements that attained it, split evenly on ties."""
+    """max or min: the gradient goes to the elements that attained it, split evenly on ties.
+
+    A NaN is the extremum of any slice holding one (it propagates), so it is the NaN elements
+    that attained it: NaN == NaN is false, so they are matched by being NaN themselves
+    (x != x), as PyTorch does, and the rest of the slice receives 0.
+    """
 
     def forward(self, a, axes, keepdims, primitive):
         be = self.backend
@@ -52,7 +60,11 @@ class Extremum(Function):
     def backward(self, grad):
         be = self.backend
         grad = _with_kept_dims(be, grad, self.a.shape, self.axes, self.keepdims)
-        winners = be.astype(be.equal(self.a, self.out), grad.dtype)
+        is_nan = be.logical_not(be.equal(self.a, self.a))
+        out_is_nan = be.logical_not(be.equal(self.out, self.out))
+        # "or" and "and" of bools as maximum and minimum (False < True).
+        attained = be.maximum(be.equal(self.a, self.out), be.minimum(is_nan, out_is_nan))
+        winners = be.astype(attained, grad.dtype)
         count = be.sum(winners, axis=self.axes, keepdims=True)
         return be.mul(winners, be.div(grad, count))
 
@@ -69,6 +81,16 @@ class _ArgExtremum(Function):
         return getattr(self.backend, self.primitive)(a, axis=axis, keepdims=keepdims)
 
 
+class _AnyAll(Function):
+    """Whether any (all) element is true: the max (min) of bools, False < True. Bools have
+    no gradient."""
+
+    differentiable = False
+
+    def forward(self, a, axes, keepdims, primitive):
+        return getattr(self.backend, primitive)(a, axis=axes, keepdims=keepdims)
+
+
 class ArgMax(_ArgExtremum):
     primitive = "argmax"
 
@@ -77,15 +99,21 @@ class ArgMin(_ArgExtremum):
     primitive = "argmin"
 
 
-def sum(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    axes = normalize_axes("sum", axis, a.ndim)
+def sum(a: Tensor, axis=None, keepdims: bool = False, *, dim=None,
+        keepdim=None) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (alias ``dim``; an int, a tuple, or None for all); bools and integers
+    sum to int64, as in PyTorch."""
+    axes = normalize_axes("sum", _axis_or_dim(axis, dim), a.ndim)
+    keepdims = _keep(keepdims, keepdim)
     if a.dtype.kind == "b":
         a = a.to(dtype=np.int64)
     return Sum.apply(a, axes=axes, keepdims=keepdims)
 
 
-def mean(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:
-    axes = normalize_axes("mean", axis, a.ndim)
+def mean(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
+    """Mean over ``axis`` (alias ``dim``) of a floating point tensor."""
+    axes = normalize_axes("mean", _axis_or_dim(axis, dim), a.ndim)
+    keepdims = _keep(keepdims, keepdim)
     if a.dtype.kind != "f":
         raise TypeError(f"mean: input must be a floating point tensor, got {a.dtype}")
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
@@ -102,21 +130,97 @@ def _extremum(op: str, a: Tensor, axis, keepdims: bool) -> Tensor:
     return Extremum.apply(a, axes=axes, keepdims=keepdims, primitive=op)
 
 
-def max(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _extremum("max", a, axis, keepdims)
+def amax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
+    """The largest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
+    return _extremum("max", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
 
 
-def min(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _extremum("min", a, axis, keepdims)
+def amin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
+    """The smallest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
+    return _extremum("min", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
 
 
-def var(a: Tensor, axis=None, keepdims: bool = False, correction: int = 1) -> Tensor:
-    """Variance with ``correction`` (1: unbiased, as PyTorch's default; 0: biased)."""
-    axes = normalize_axes("var", axis, a.ndim)
+#: What ``max(dim)`` / ``min(dim)`` return, as PyTorch's ``torch.return_types.max``: a tuple
+#: ``(values, indices)`` whose fields are also named.
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+def _extremum_with_indices(op, result_type, a, axis, keepdims, other):
+    if isinstance(other, Tensor):  # x.max(y) is the elementwise maximum, as in PyTorch
+        from . import elementwise
+        if axis is not None:
+            raise TypeError(f"{op}: give either another tensor or an axis, not both")
+        return getattr(elementwise, "maximum" if op == "max" else "minimum")(a, other)
+    if axis is None:
+        return _extremum(op, a, None, False)
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be a single int (it returns the index along it); "
+                        f"use {'amax' if op == 'max' else 'amin'} to reduce over {axis!r}")
+    values = _extremum(op, a, axis, keepdims)
+    indices = (argmax if op == "max" else argmin)(a, axis=axis, keepdims=keepdims)
+    return result_type(values, indices)
+
+
+def max(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
+        other=None):  # noqa: A001
+    """The largest element; with ``axis`` (alias ``dim``) the named tuple ``(values,
+    indices)`` along it, as PyTorch. Gradients reach the elements that attained the maximum,
+    split evenly between ties; ``max(a, other_tensor)`` is the elementwise maximum."""
+    if isinstance(axis, Tensor):
+        axis, other = None, axis
+    return _extremum_with_indices("max", MaxResult, a, _axis_or_dim(axis, dim),
+                                  _keep(keepdims, keepdim), other)
+
+
+def min(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None,
+        other=None):  # noqa: A001
+    """The smallest element; with ``axis`` (alias ``dim``) the named tuple ``(values,
+    indices)``, as PyTorch; ``min(a, other_tensor)`` is the elementwise minimum."""
+    if isinstance(axis, Tensor):
+        axis, other = None, axis
+    return _extremum_with_indices("min", MinResult, a, _axis_or_dim(axis, dim),
+                                  _keep(keepdims, keepdim), other)
+
+
+def _axis_or_dim(axis, dim):
+    """PyTorch's ``dim`` is accepted wherever NumPy's ``axis`` is."""
+    if dim is not None and axis is not None:
+        raise TypeError("give axis or its alias dim, not both")
+    return dim if dim is not None else axis
+
+
+def _keep(keepdims, keepdim):
+    return bool(keepdim) if keepdim is not None else bool(keepdims)
+
+
+def var(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=None,
+        keepdim=None, unbiased=None) -> Tensor:
+    """Variance Σ(x - mean)² / (N - correction) over ``axis`` (alias ``dim``).
+
+    ``correction=1`` (the default, as PyTorch) is the unbiased estimate, 0 the biased one;
+    PyTorch's older ``unbiased=True/False`` means correction 1/0. With N <= correction the
+    divisor is 0 (PyTorch warns and returns inf, or nan for a zero sum).
+    """
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError("var: give correction or unbiased, not both")
+        correction = 1 if unbiased else 0
+    correction = 1 if correction is None else correction
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)) or correction < 0:
+        raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
+    axes = normalize_axes("var", _axis_or_dim(axis, dim), a.ndim)
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
     centered = a - mean(a, axis=axes, keepdims=True)
-    return sum(centered * centered, axis=axes, keepdims=keepdims) * (
-        1.0 / (count - correction) if count > correction else float("nan"))
+    squares = sum(centered * centered, axis=axes, keepdims=_keep(keepdims, keepdim))
+    return squares / a.dtype.type(builtins.max(count - correction, 0))
+
+
+def std(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=None,
+        keepdim=None, unbiased=None) -> Tensor:
+    """Standard deviation: the square root of :func:`var` (same arguments)."""
+    from .elementwise import sqrt
+    return sqrt(var(a, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased))
 
 
 def _index_axis(op: str, axis, ndim: int):
@@ -127,12 +231,40 @@ def _index_axis(op: str, axis, ndim: int):
     return None if axes is None else axes[0]
 
 
-def argmax(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:
-    """Index of the largest element along ``axis`` (of the flattened tensor when None); the
-    first one on ties."""
-    return ArgMax.apply(a, axis=_index_axis("argmax", axis, a.ndim), keepdims=keepdims)
+def argmax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
+    """Index of the largest element along ``axis`` (alias ``dim``; of the flattened tensor when
+    None); the first one on ties."""
+    return ArgMax.apply(a, axis=_index_axis("argmax", _axis_or_dim(axis, dim), a.ndim),
+                        keepdims=_keep(keepdims, keepdim))
 
 
-def argmin(a: Tensor, axis=None, keepdims: bool = False) -> Tensor:
-    """Index of the smallest element along ``axis``; the first one on ties."""
-    return ArgMin.apply(a, axis=_index_axis("argmin", axis, a.ndim), keepdims=keepdims)
+def argmin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
+    """Index of the smallest element along ``axis`` (alias ``dim``); the first one on ties."""
+    return ArgMin.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
+                        keepdims=_keep(keepdims, keepdim))
+
+
+def _any_all(op: str, primitive: str, a: Tensor, axis, keepdims, dim, keepdim) -> Tensor:
+    axes = normalize_axes(op, _axis_or_dim(axis, dim), a.ndim)
+    if a.dtype.kind != "b":
+        a = a != 0
+    if a.numel() == 0 or (axes is not None and 0 in [a.shape[i] for i in axes]):
+        # over nothing: any is False and all is True (the identities of "or" and "and")
+        shape = _reduced_shape(a.shape, axes, _keep(keepdims, keepdim))
+        return Tensor._wrap(a.backend.full(shape, op == "all", np.bool_), a.device)
+    return _AnyAll.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim), primitive=primitive)
+
+
+def _reduced_shape(shape, axes, keepdims):
+    axes = range(len(shape)) if axes is None else axes
+    return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
+
+
+def any(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Whether any element (along ``axis``, alias ``dim``) is non-zero, as a bool tensor."""
+    return _any_all("any", "max", a, axis, keepdims, dim, keepdim)
+
+
+def all(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Whether every element (along ``axis``, alias ``dim``) is non-zero, as a bool tensor."""
+    return _any_all("all", "min", a, axis, keepdims, dim, keepdim)

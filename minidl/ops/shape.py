@@ -12,10 +12,12 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
-from ._util import broadcast_shape, normalize_axis
+from ._util import broadcast_shape, normalize_axis, promote_operands
 
 
 class Reshape(Function):
+    output_is_view = True
+
     def forward(self, a, shape):
         self.input_shape = a.shape
         return self.backend.reshape(a, shape)
@@ -26,6 +28,8 @@ class Reshape(Function):
 
 class Permute(Function):
     # The inverse permutation takes each output axis back to where it came from.
+    output_is_view = True
+
     def forward(self, a, axes):
         self.inverse = tuple(np.argsort(axes))
         return self.backend.transpose(a, axes)
@@ -36,6 +40,8 @@ class Permute(Function):
 
 class BroadcastTo(Function):
     # The engine sums the gradient back to the input's shape.
+    output_is_view = True
+
     def forward(self, a, shape):
         return self.backend.broadcast_to(a, shape)
 
@@ -46,10 +52,49 @@ class BroadcastTo(Function):
 class GetItem(Function):
     def forward(self, a, index):
         self.input_shape, self.index, self.dtype = a.shape, index, a.dtype
+        # Ints, slices, None and ... select a view; an index array gathers a copy.
+        self.output_is_view = all(part is None or part is Ellipsis or
+                                  isinstance(part, (int, slice)) for part in index)
         return self.backend.getitem(a, index)
 
     def backward(self, grad):
         return self.backend.index_add(self.input_shape, self.index, grad, self.dtype)
+
+
+class IndexPut(Function):
+    """``a`` with ``values`` written at ``index`` (or added there, with ``accumulate``).
+
+    Written elements no longer depend on ``a``: its gradient is the output gradient with zeros
+    at ``index`` (all of it with ``accumulate``). ``values`` receives the gradient at ``index``
+    (the engine sums it over any broadcast of ``values``).
+    """
+
+    def forward(self, a, values, index, accumulate):
+        be = self.backend
+        self.index, self.accumulate = index, accumulate
+        if accumulate:
+            return be.add(a, be.index_add(a.shape, index, values, a.dtype))
+        out = be.copy(a)
+        be.setitem_(out, index, values)
+        return out
+
+    def backward(self, grad):
+        be = self.backend
+        grad_a = grad
+        if self.needs_input_grad[0] and not self.accumulate:
+            grad_a = be.copy(grad)
+            be.setitem_(grad_a, self.index, 0)
+        return grad_a, be.getitem(grad, self.index)
+
+
+class FullLike(Function):
+    # A constant: zero gradient (a real zero, so that y.zero_() after y = f(x) still lets
+    # backward reach x, as in PyTorch).
+    def forward(self, a, value):
+        return self.backend.full(a.shape, value, a.dtype)
+
+    def backward(self, grad):
+        return self.backend.zeros_like(grad)
 
 
 class Concatenate(Function):
@@ -176,7 +221,9 @@ def transpose(a: Tensor, dim0: int | None = None, dim1: int | None = None) -> Te
     return permute(a, axes)
 
 
-def squeeze(a: Tensor, axis=None) -> Tensor:
+def squeeze(a: Tensor, axis=None, *, dim=None) -> Tensor:
+    """Drop ``axis`` (alias ``dim``) if it has size 1; with no axis, every size-1 axis."""
+    axis = dim if dim is not None else axis
     if axis is None:
         return reshape(a, tuple(n for n in a.shape if n != 1))
     axis = normalize_axis("squeeze", axis, a.ndim)
@@ -185,7 +232,11 @@ def squeeze(a: Tensor, axis=None) -> Tensor:
     return reshape(a, a.shape[:axis] + a.shape[axis + 1:])
 
 
-def unsqueeze(a: Tensor, axis: int) -> Tensor:
+def unsqueeze(a: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Insert a size-1 axis at position ``axis`` (alias ``dim``)."""
+    axis = dim if dim is not None else axis
+    if axis is None:
+        raise TypeError("unsqueeze: missing the axis (dim) to insert")
     axis = normalize_axis("unsqueeze", axis, a.ndim + 1)
     return reshape(a, a.shape[:axis] + (1,) + a.shape[axis:])
 
@@ -232,15 +283,44 @@ def _index_part(part, device, backend):
     return (part,)
 
 
-def getitem(a: Tensor, index) -> Tensor:
+def _flat_index(a: Tensor, index) -> tuple:
     parts = index if isinstance(index, tuple) else (index,)
     flat = []
     for part in parts:
         flat.extend(_index_part(part, a.device, a.backend))
+    return tuple(flat)
+
+
+def getitem(a: Tensor, index) -> Tensor:
     try:
-        return GetItem.apply(a, index=tuple(flat))
+        return GetItem.apply(a, index=_flat_index(a, index))
     except IndexError as error:
         raise IndexError(f"getitem: {error} (tensor shape {a.shape})") from None
+
+
+def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
+    """A copy of ``a`` with ``a[index] = values`` (``+=`` with ``accumulate``), differentiable
+    in both; ``x[index] = values`` and ``x.index_put_`` are the in-place forms. ``index`` is
+    anything ``a[index]`` accepts (a tuple of index tensors, as PyTorch's ``indices``, too)."""
+    values = as_tensor(values, like=a)
+    if values.device != a.device:
+        raise ValueError(f"index_put: values are on {values.device}, the tensor on {a.device}")
+    if values.dtype != a.dtype:
+        values = values.to(dtype=a.dtype)
+    flat = _flat_index(a, index)
+    try:
+        region = getitem(a.detach(), flat).shape
+    except IndexError as error:
+        raise IndexError(f"index_put: {error} (tensor shape {a.shape})") from None
+    if broadcast_shape("index_put", region, values.shape) != tuple(region):
+        raise ValueError(f"index_put: values of shape {values.shape} cannot be broadcast to the "
+                         f"indexed shape {tuple(region)}")
+    return IndexPut.apply(a, values, index=flat, accumulate=bool(accumulate))
+
+
+def full_like(a: Tensor, value) -> Tensor:
+    """A tensor of ``a``'s shape and dtype filled with ``value``."""
+    return FullLike.apply(a, value=value)
 
 
 def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
@@ -278,14 +358,11 @@ def where(condition, a, b) -> Tensor:
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     if like is None:
         raise TypeError("where: at least one of a and b must be a Tensor")
-    a, b = as_tensor(a, like=like), as_tensor(b, like=like)
+    a, b = promote_operands(a, b)  # PyTorch's promotion: where(c, float32, int64) is float32
     if not isinstance(condition, Tensor):
         condition = Tensor(np.asarray(condition), device=like.device)
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
-    if a.dtype != b.dtype:
-        dtype = np.result_type(a.dtype, b.dtype)
-        a, b = a.to(dtype=dtype), b.to(dtype=dtype)
     broadcast_shape("where", condition.shape, a.shape, b.shape)
     return Where.apply(a, b, condition)
 

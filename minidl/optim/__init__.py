@@ -14,6 +14,7 @@ from .adam_variants import NAdam, RAdam
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
+from .zero import ZeroRedundancyOptimizer
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "NAdam",
-           "RAdam", "lr_scheduler"]
+           "RAdam", "lr_scheduler", "ZeroRedundancyOptimizer"]

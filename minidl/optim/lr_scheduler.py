@@ -7,10 +7,14 @@ optimizer so it is checkpointed with it, and copied to ``base_lrs``) and a count
 PyTorch users), an "epoch" is simply one call to ``step()``: once per batch or once per epoch,
 as the training loop chooses.
 
-Each schedule here is a closed form ``lr(base_lr, epoch)``, evaluated afresh from ``base_lrs``
-and the counter at every step rather than updated from the previous rate. So a schedule
-restored from ``state_dict`` produces exactly the rates the uninterrupted one would have, and
-the sequence never drifts by accumulated rounding.
+Each ``step()`` follows PyTorch's *chainable* form: the new rate is computed from the group's
+current ``lr`` (times a factor, or the next point of a curve through it), not from the base rate.
+That is what lets two schedulers drive one optimizer: a ``LinearLR`` warm-up and a
+``CosineAnnealingLR`` stepped together multiply their factors, where closed forms evaluated from
+``base_lrs`` would each overwrite the other's rate. Each schedule also keeps its closed form
+``lr_at(base_lr, epoch)`` (PyTorch's ``_get_closed_form_lr``), used by ``step(epoch)``. Since the
+chain continues from ``group["lr"]``, a resumed run needs the optimizer's state (which holds the
+rates) as well as the scheduler's; construct both, then load both, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnea
 
 
 class LRScheduler:
-    """Base class: subclasses define ``lr_at(base_lr, epoch)`` and list their hyperparameters.
+    """Base class: subclasses define ``chained_lr`` (one step from the current rate) and
+    ``lr_at`` (the closed form), and list their hyperparameters.
 
     ``last_epoch=-1`` starts a fresh schedule (and records ``group["initial_lr"]``); a larger
     value resumes one, which requires ``initial_lr`` to be in every group already. Construction
@@ -50,22 +55,42 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = int(last_epoch)
         self._last_lr: list[float] = []
-        self.step()
+        # The constructor's step applies the first rate; a resumed schedule (last_epoch given)
+        # keeps the groups' current rates there instead of applying another step's factor.
+        self._initial = True
+        try:
+            self.step()
+        finally:
+            self._initial = False
 
     # -- the schedule --------------------------------------------------------------------------
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
-        """The learning rate of a group starting at ``base_lr``, after ``epoch`` steps."""
+        """The closed form: the rate of a group starting at ``base_lr``, after ``epoch`` steps."""
+        raise NotImplementedError
+
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        """The rate at ``epoch`` given the group's current rate ``lr`` (the chainable form)."""
         raise NotImplementedError
 
     def get_lr(self) -> list[float]:
-        """The rate of every group at the current ``last_epoch``."""
-        return [self.lr_at(base_lr, self.last_epoch) for base_lr in self.base_lrs]
+        """The rate of every group at the current ``last_epoch``, from the groups' current rates."""
+        return [self.chained_lr(group["lr"], base_lr, self.last_epoch)
+                for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs)]
 
-    def step(self) -> None:
-        """Advance one epoch and write the new rates into the optimizer's groups."""
-        self.last_epoch += 1
-        lrs = self.get_lr()
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one epoch and write the new rates into the optimizer's groups.
+
+        ``step(epoch)`` (deprecated in PyTorch, kept for ported code) jumps to ``epoch`` and
+        uses the closed form, ignoring the groups' current rates.
+        """
+        if epoch is None:
+            self.last_epoch += 1
+            lrs = self.get_lr()
+        else:
+            check_number("epoch", epoch, low=0, integer=True)
+            self.last_epoch = int(epoch)
+            lrs = [self.lr_at(base_lr, self.last_epoch) for base_lr in self.base_lrs]
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self._last_lr = lrs
@@ -142,6 +167,9 @@ class StepLR(LRScheduler):
     def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** (epoch // self.step_size)
 
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        return lr * self.gamma if epoch and epoch % self.step_size == 0 else lr
+
 
 class MultiStepLR(LRScheduler):
     """Multiply the rate by ``gamma`` at each milestone epoch: ``base * gamma**(milestones passed)``.
@@ -168,6 +196,10 @@ class MultiStepLR(LRScheduler):
         passed = sum(1 for milestone in self.milestones if milestone <= epoch)
         return base_lr * self.gamma ** passed
 
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        reached = self.milestones.count(epoch)
+        return lr * self.gamma ** reached if reached else lr
+
 
 class ExponentialLR(LRScheduler):
     """Multiply the rate by ``gamma`` every epoch: ``base * gamma**epoch``."""
@@ -183,6 +215,9 @@ class ExponentialLR(LRScheduler):
 
     def lr_at(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** epoch
+
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        return lr if self._initial else lr * self.gamma
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -207,6 +242,19 @@ class CosineAnnealingLR(LRScheduler):
     def lr_at(self, base_lr: float, epoch: int) -> float:
         cosine = (1.0 + math.cos(math.pi * epoch / self.T_max)) / 2.0
         return self.eta_min + (base_lr - self.eta_min) * cosine
+
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        # One step along the curve through the current rate: the distance above eta_min shrinks
+        # by the ratio of consecutive (1 + cos) values. At the bottom of the curve (epoch
+        # T_max + 1, and every 2·T_max after) that ratio is 0/0, so PyTorch adds the rise of
+        # the first step of the climb instead.
+        if self._initial:
+            return lr
+        if (epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return lr + (base_lr - self.eta_min) * (1.0 - math.cos(math.pi / self.T_max)) / 2.0
+        ratio = (1.0 + math.cos(math.pi * epoch / self.T_max)) / (
+            1.0 + math.cos(math.pi * (epoch - 1) / self.T_max))
+        return ratio * (lr - self.eta_min) + self.eta_min
 
 
 class LinearLR(LRScheduler):
@@ -233,6 +281,15 @@ class LinearLR(LRScheduler):
         progress = min(epoch, self.total_iters) / self.total_iters
         return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * progress)
 
+    def chained_lr(self, lr: float, base_lr: float, epoch: int) -> float:
+        # The factor goes from f(e-1) to f(e) = start + (end - start)·e/T, so the rate is
+        # multiplied by f(e)/f(e-1) = 1 + (end - start) / (T·start + (e-1)·(end - start)).
+        if epoch == 0:
+            return lr * self.start_factor
+        if self._initial or epoch > self.total_iters:
+            return lr
+        change = self.end_factor - self.start_factor
+        return lr * (1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change))
 
 
 # The other schedules live in modules by family; they are importable from here, as in PyTorch.

@@ -33,6 +33,7 @@ from collections.abc import MutableMapping
 import numpy as np
 
 from minidl.autograd.grad_mode import enable_grad
+from minidl.autograd.inplace import bump_version
 from minidl.backend import get_backend
 
 __all__ = ["Optimizer", "ParamState", "required"]
@@ -252,6 +253,9 @@ class Optimizer:
                                      f"{param.data.shape}")
                 slots = self.state.setdefault(param, {})
                 self._update(param, grad, slots, group, get_backend(param.device))
+                # The update wrote the parameter in place: a graph built before it that kept
+                # the old values must not be differentiated any more (see autograd/inplace.py).
+                bump_version(param)
         return loss
 
     # -- checkpoints ---------------------------------------------------------------------------

@@ -345,13 +345,20 @@ class ModelCheckpoint(Callback):
         directory = os.path.dirname(path)
         if directory:
             os.makedirs(directory, exist_ok=True)
+        self.saved.append(path)
+        from .. import distributed as dist
+        if dist.get_rank() != 0:  # data-parallel replicas are identical: rank 0 writes
+            return
+        from ..nn.parallel import DistributedDataParallel
+        model = trainer.model
+        if isinstance(model, DistributedDataParallel):
+            model = model.module  # the model itself, loadable by one process (PyTorch's .module)
         if self.save_training_state:
             trainer.save_training_state(path)
         elif self.save_weights_only:
-            save(trainer.model.state_dict(), path)
+            save(model.state_dict(), path)
         else:
-            save_model(trainer.model, path)
-        self.saved.append(path)
+            save_model(model, path)
 
     def state_dict(self):
         return {"best": self.best, "saved": list(self.saved)}

@@ -70,8 +70,12 @@ def training_reader(data, batch_size: int | None, shuffle: bool, seed: int):
     elif not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
         raise TypeError(f"fit: data must be (inputs, targets) arrays, a data set (len() and "
                         f"indexing) or a reader (next_batch()), got {type(data).__name__}")
+    # In a data-parallel job each rank reads its block of every global batch (batch_size is
+    # per rank, as with PyTorch's DistributedSampler).
+    from .. import distributed as dist
     return DataReader(data, batch_size=32 if batch_size is None else batch_size,
-                      shuffle=shuffle, seed=seed)
+                      shuffle=shuffle, seed=seed, rank=dist.get_rank(),
+                      world_size=dist.get_world_size())
 
 
 def batches(data, batch_size: int, argument: str):

@@ -112,7 +112,7 @@ def apply_hyperparameters(optimizer, scheduler, given: dict, changed: list[str])
             scheduler.base_lrs[index] = given[f"optimizer/{index}/lr"]
             group["initial_lr"] = given[f"optimizer/{index}/lr"]
     if any(name.startswith("scheduler/") or name.endswith("/lr") for name in changed):
-        # Re-take the current step of the schedule: step() recomputes every group's rate
-        # from the (new) base rates and hyper-parameters at the same position.
-        scheduler.last_epoch -= 1
-        scheduler.step()
+        # Re-take the current step of the schedule: step(epoch) evaluates the closed form,
+        # every group's rate from the (new) base rates and hyper-parameters at the same
+        # position (a plain step() would continue from the restored rates).
+        scheduler.step(scheduler.last_epoch)

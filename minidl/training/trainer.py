@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from .. import distributed as dist
 from ..autograd.tensor import as_tensor
 from . import resume, run_signature
 from .callbacks import Callback
@@ -59,6 +60,22 @@ class _CallbackStates:
                              f" entries, but fit was given {len(self.callbacks)} callbacks")
         for callback, callback_state in zip(self.callbacks, states):
             callback.load_state_dict(callback_state)
+
+
+def _job_wide_step(loss: float, scores: np.ndarray, targets: np.ndarray):
+    """One step's loss, outputs and targets over every rank of a data-parallel job (the same
+    on all of them), so that logs, metrics, checkpointed totals and callbacks' decisions agree
+    across ranks: the loss is the sample-weighted mean, outputs and targets are concatenated."""
+    parts = dist.all_gather_object([loss, [scores.tobytes(), list(scores.shape), scores.dtype.str],
+                                    [targets.tobytes(), list(targets.shape), targets.dtype.str]])
+
+    def joined(index):
+        return np.concatenate([np.frombuffer(data, np.dtype(dtype)).reshape(shape)
+                               for data, shape, dtype in (p[index] for p in parts)])
+
+    sizes = [p[2][1][0] if p[2][1] else 1 for p in parts]
+    mean = sum(p[0] * n for p, n in zip(parts, sizes)) / max(sum(sizes), 1)
+    return mean, joined(1), joined(2)
 
 
 class _EpochTotals:
@@ -264,8 +281,10 @@ class Trainer:
     # -- messages ---------------------------------------------------------------------------------
 
     def say(self, text: str) -> None:
-        """A line for the user that must not be missed (also with ``progress=False``)."""
-        print(f"minidl: {text}", file=sys.stderr, flush=True)
+        """A line for the user that must not be missed (also with ``progress=False``); from
+        rank 0 only in a data-parallel job."""
+        if dist.get_rank() == 0:
+            print(f"minidl: {text}", file=sys.stderr, flush=True)
 
     # -- one step, evaluation, prediction ---------------------------------------------------------
 
@@ -279,9 +298,12 @@ class Trainer:
         if self.scheduler is not None:
             self.scheduler.step()
         scores, targets = outputs.numpy(), np.asarray(targets)
+        loss_value = float(loss.item())
+        if dist.get_world_size() > 1:
+            loss_value, scores, targets = _job_wide_step(loss_value, scores, targets)
         for metric in self.totals.metrics:
             metric.update(scores, targets)
-        return float(loss.item()), len(targets), _count_correct(scores, targets)
+        return loss_value, len(targets), _count_correct(scores, targets)
 
     def evaluate(self, data, metrics=None) -> dict:
         """Loss and metrics of the model over ``data`` (see :func:`minidl.training.evaluate`);
@@ -307,7 +329,9 @@ class Trainer:
             self._open_checkpoints()
         for callback in self.callbacks:
             callback.on_train_begin(self)
-        progress = Progress(self.progress_enabled, self.epochs, self.batches_per_epoch)
+        # In a data-parallel job only rank 0 reports (the logs are the job's on every rank).
+        progress = Progress(self.progress_enabled and dist.get_rank() == 0, self.epochs,
+                            self.batches_per_epoch)
         epoch_open = False
         try:
             while self.step < self.total_steps and not self.stop_training:

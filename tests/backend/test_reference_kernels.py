@@ -373,3 +373,23 @@ def test_layer_norm_backward_matches_finite_differences(affine):
         np.testing.assert_allclose(dbias, numerical_gradient(lambda v: loss(bias_=v), bias), rtol=1e-6, atol=1e-8)
     else:
         assert dweight is None and dbias is None
+
+
+def _cpu_backends():
+    from minidl.backend.numba_cpu import NumbaCpuBackend
+    return [ReferenceBackend(), NumbaCpuBackend()]
+
+
+@pytest.mark.parametrize("backend", _cpu_backends(), ids=["reference", "numba"])
+@pytest.mark.parametrize("kernel", ["softmax", "log_softmax"])
+def test_softmax_over_an_empty_axis_is_empty(backend, kernel):
+    out = getattr(backend, kernel)(np.zeros((3, 0), np.float32), 1)
+    assert out.shape == (3, 0) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("backend", _cpu_backends(), ids=["reference", "numba"])
+def test_float32_layer_norm_of_a_constant_row_is_exactly_zero(backend):
+    rows = np.full((3, 37), 0.1, np.float32) * np.array([[1.0], [3.0], [-7.0]], np.float32)
+    y, mean, rstd = backend.layer_norm_forward(rows, None, None, 1e-5)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, np.zeros_like(rows))  # PyTorch gives exact zeros too

@@ -50,3 +50,20 @@ def check_resume_inside_loop(make_reader, cut, horizon):
     restored = make_reader()
     restored.load_state_dict(state)
     assert_same_batches(take(restored, horizon), reference[cut + 1:])
+
+
+def rows_of_rank(path, rank, world_size, data_offset=0):
+    """Indices of the data lines that rank ``rank`` of ``world_size`` streams: those whose
+    first byte lies in the rank's share of the data bytes, cut evenly (independent of the
+    reader's own computation, which moves each cut to a line start)."""
+    with open(path, "rb") as f:
+        content = f.read()
+    span = len(content) - data_offset
+    cuts = [data_offset + span * r // world_size for r in range(world_size)]
+    rows, start = [], data_offset
+    for line in content[data_offset:].split(b"\n")[:-1]:
+        if line.strip():
+            owner = max(r for r in range(world_size) if cuts[r] <= start)
+            rows.append(owner)
+        start += len(line) + 1
+    return [i for i, owner in enumerate(rows) if owner == rank]

@@ -66,8 +66,7 @@ def test_for_loop_after_break_continues_the_same_epoch():
 def test_resume_anywhere_yields_the_same_batches(n, batch_size, shuffle, drop_last, seed, cut,
                                                  world_size, data):
     rank = data.draw(st.integers(0, world_size - 1))
-    shard = len(range(rank, n, world_size))
-    if (shard // batch_size if drop_last else shard) == 0:
+    if drop_last and n < batch_size * world_size:
         return  # no batch in an epoch: a construction error, tested separately
 
     def make():
@@ -185,7 +184,7 @@ def test_bad_arguments_name_the_argument():
         DataReader(ds, 2, prefetch=-1)
 
 
-@pytest.mark.parametrize("field, value", [("batch_size", 3), ("seed", 9), ("shuffle", False),
+@pytest.mark.parametrize("field, value", [("seed", 9), ("shuffle", False),
                                           ("dataset_length", 11), ("drop_last", True),
                                           ("kind", "CSVReader"), ("version", 99)])
 def test_incompatible_state_names_the_field(field, value):

@@ -10,6 +10,32 @@ from minidl.onnx import export_onnx
 RTOL, ATOL = 1e-5, 1e-6
 
 
+def save_graph(tmp_path, nodes, inputs, outputs, initializers=(), opset=17, name="g.onnx",
+               check=True):
+    """Write a one-graph model built from onnx.helper parts; validate it unless ``check`` is
+    False (for files that are meant to be malformed). Returns the path."""
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs,
+                              initializer=[numpy_helper.from_array(a, n)
+                                           for n, a in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = tmp_path / name
+    path.write_bytes(model.SerializeToString())
+    if check:
+        validate(path)
+    return path
+
+
+def info(name, shape, dtype=None):
+    """A graph input/output declaration (float32 unless ``dtype`` says otherwise)."""
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT if dtype is None else dtype,
+                                         shape)
+
+
 def validate(path):
     """The checks every exported file must pass: the full checker and strict shape inference."""
     import onnx

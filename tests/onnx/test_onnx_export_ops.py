@@ -45,8 +45,8 @@ OPS = {
     "maximum_minimum": (lambda m, x: x.maximum(m.w) + x.minimum(m.w), data),
     "clamp": (lambda m, x: x.clamp(-0.5, 0.5) + x.clamp(min=0.1) + x.clamp(max=-0.1), data),
     "sum_mean": (lambda m, x: x.sum(axis=2) + x.mean(axis=-1) * 2, data),
-    "reductions_keepdims": (lambda m, x: x - x.max(axis=(1, 2), keepdims=True)
-                            + x.min(axis=1, keepdims=True), data),
+    "reductions_keepdims": (lambda m, x: x - x.amax(axis=(1, 2), keepdims=True)
+                            + x.amin(axis=1, keepdims=True), data),
     "reduce_over_batch_axis": (lambda m, x: x * x.mean(axis=0, keepdims=True), data),
     "reshape_transpose": (lambda m, x: x.reshape(x.shape[0], 4, 3).transpose(1, 2)
                           .reshape(-1, 12), data),

@@ -26,7 +26,7 @@ OPS = {
     "gelu_tanh": (lambda a: ew.gelu(a, "tanh"), lambda s: [normal(s, (4, 5)) * 3]),
     "abs_clamp_max_min": (lambda a, b: abs(a).clamp(0.2, 0.8) + ew.maximum(a, b) - ew.minimum(a, b),
                           lambda s: distinct(s, (3, 4), (4,))),
-    "reductions": (lambda a: a.sum(0) + a.mean(1).sum() + a.max(-1).sum() + a.var(axis=0),
+    "reductions": (lambda a: a.sum(0) + a.mean(1).sum() + a.max(-1).values.sum() + a.var(axis=0),
                    lambda s: [distinct(s, (4, 4))]),
     "shape": (lambda a, b: md.where(a[:, ::-1] > 0, md.cat([a, b], 1)[:, :3], b.T.reshape(2, 3)),
               lambda s: [normal(s, (2, 3)), normal(s + 1, (2, 3))]),

@@ -88,7 +88,7 @@ def test_cross_entropy_with_class_targets(seed, n, c, data, reduction, ignore_in
     logits = normal(seed, (n, c)) * 2
 
     def loss(x):
-        return nn_ops.cross_entropy(x, md.tensor(targets), reduction, ignore_index, smoothing)
+        return nn_ops.cross_entropy(x, md.tensor(targets), reduction=reduction, ignore_index=ignore_index, label_smoothing=smoothing)
 
     check_gradients(loss, logits)
     np.testing.assert_allclose(
@@ -106,12 +106,12 @@ def test_cross_entropy_with_spatial_dimensions(seed, spatial, reduction, smoothi
     logits = normal(seed, (n, c) + spatial)
     if reduction == "mean" and targets.size == 0:
         return
-    check_gradients(lambda x: nn_ops.cross_entropy(x, md.tensor(targets), reduction,
+    check_gradients(lambda x: nn_ops.cross_entropy(x, md.tensor(targets), reduction=reduction,
                                                    label_smoothing=smoothing), logits)
     # Same as moving the class axis last and treating every position as a sample.
     flat_logits = np.moveaxis(logits, 1, -1).reshape(-1, c)
     expected = cross_entropy_np(flat_logits, targets.reshape(-1), reduction, -100, smoothing)
-    actual = nn_ops.cross_entropy(f64(logits), md.tensor(targets), reduction,
+    actual = nn_ops.cross_entropy(f64(logits), md.tensor(targets), reduction=reduction,
                                   label_smoothing=smoothing).numpy()
     if reduction == "none":
         expected = expected.reshape(targets.shape)
@@ -126,12 +126,12 @@ def test_cross_entropy_with_probability_targets(seed, shape, reduction, smoothin
     probs = positive(seed + 1, shape)
     probs = probs / probs.sum(axis=axis, keepdims=True)
     logits = normal(seed, shape)
-    check_gradients(lambda x, p: nn_ops.cross_entropy(x, p, reduction,
+    check_gradients(lambda x, p: nn_ops.cross_entropy(x, p, reduction=reduction,
                                                       label_smoothing=smoothing), logits, probs)
     smoothed = probs * (1 - smoothing) + smoothing / shape[axis]
     losses = -(smoothed * log_softmax_np(logits, axis)).sum(axis=axis)
     expected = {"none": losses, "sum": losses.sum(), "mean": losses.mean()}[reduction]
-    actual = nn_ops.cross_entropy(f64(logits), f64(probs), reduction, label_smoothing=smoothing)
+    actual = nn_ops.cross_entropy(f64(logits), f64(probs), reduction=reduction, label_smoothing=smoothing)
     np.testing.assert_allclose(actual.numpy(), expected, atol=1e-12)
 
 
@@ -155,9 +155,9 @@ def test_nll_loss(seed, n, c, data, reduction):
     if reduction == "mean" and not (targets != -100).any():
         targets[0] = 0
     logp = log_softmax_np(normal(seed, (n, c)), 1)
-    check_gradients(lambda x: nn_ops.nll_loss(x, md.tensor(targets), reduction), logp)
+    check_gradients(lambda x: nn_ops.nll_loss(x, md.tensor(targets), reduction=reduction), logp)
     # nll_loss of log_softmax is cross_entropy.
-    np.testing.assert_allclose(nn_ops.nll_loss(f64(logp), md.tensor(targets), reduction).numpy(),
+    np.testing.assert_allclose(nn_ops.nll_loss(f64(logp), md.tensor(targets), reduction=reduction).numpy(),
                                cross_entropy_np(logp, targets, reduction, -100, 0.0), atol=1e-12)
 
 
@@ -179,17 +179,17 @@ def test_binary_cross_entropy_with_logits(shape, seed, reduction):
     x = normal(seed, shape) * 3
     y = np.random.default_rng(seed).uniform(0, 1, shape)
     # Gradients reach both the logits and (as in PyTorch) a target that requires them.
-    check_gradients(lambda a, t: nn_ops.binary_cross_entropy_with_logits(a, t, reduction), x, y)
+    check_gradients(lambda a, t: nn_ops.binary_cross_entropy_with_logits(a, t, reduction=reduction), x, y)
     losses = -(y * np.log(1 / (1 + np.exp(-x))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-x))))
     expected = {"none": losses, "sum": losses.sum(), "mean": losses.mean()}[reduction]
     np.testing.assert_allclose(
-        nn_ops.binary_cross_entropy_with_logits(f64(x), f64(y), reduction).numpy(), expected,
+        nn_ops.binary_cross_entropy_with_logits(f64(x), f64(y), reduction=reduction).numpy(), expected,
         rtol=1e-10, atol=1e-12)
 
 
 def test_binary_cross_entropy_with_logits_does_not_overflow():
     x = md.tensor(np.array([1000.0, -1000.0], np.float32), requires_grad=True)
-    loss = nn_ops.binary_cross_entropy_with_logits(x, md.tensor([0.0, 1.0]), "sum")
+    loss = nn_ops.binary_cross_entropy_with_logits(x, md.tensor([0.0, 1.0]), reduction="sum")
     loss.backward()
     np.testing.assert_allclose(loss.item(), 2000.0)
     np.testing.assert_allclose(x.grad.numpy(), [1.0, -1.0])

@@ -54,21 +54,55 @@ def test_sum_mean(op, shape_axis, keepdims, seed):
     assert out[0].shape == x.shape
 
 
-@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("op", ["amax", "amin"])
 @SETTINGS
 @given(shape_axis=shape_and_axes(nonempty), keepdims=st.booleans(), seed=seeds)
-def test_max_min(op, shape_axis, keepdims, seed):
+def test_amax_amin(op, shape_axis, keepdims, seed):
     shape, axis = shape_axis
     x = distinct(seed, shape)
     check_gradients(lambda a: getattr(a, op)(axis=axis, keepdims=keepdims), x)
     actual = getattr(md.tensor(x, dtype=np.float64), op)(dim=axis, keepdim=keepdims).numpy()
-    np.testing.assert_array_equal(actual, getattr(np, op)(x, axis=axis, keepdims=keepdims))
+    np.testing.assert_array_equal(actual, getattr(np, op[1:])(x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_along_a_dim_return_values_and_indices(op):
+    x = np.array([[1.0, 5.0, 3.0], [7.0, 2.0, -7.0]])
+    result = getattr(md.tensor(x), op)(1)
+    values, indices = result  # a plain tuple to unpack, as PyTorch's return type
+    assert result.values is values and result.indices is indices
+    np.testing.assert_array_equal(values.numpy(), getattr(np, op)(x, axis=1))
+    np.testing.assert_array_equal(indices.numpy(), getattr(np, "arg" + op)(x, axis=1))
+    assert indices.dtype == np.int64
+    # The row bug this prevents: x.max(1)[0] is the values, not the first row of them.
+    np.testing.assert_array_equal(result[0].numpy(), values.numpy())
+    kept = getattr(md.tensor(x), op)(dim=1, keepdim=True)
+    assert kept.values.shape == kept.indices.shape == (2, 1)
+    # With no dim, only the value (a 0-d tensor), as in PyTorch.
+    assert getattr(md.tensor(x), op)().shape == ()
+    with pytest.raises(TypeError, match="amax|amin"):
+        getattr(md.tensor(x), op)(dim=(0, 1))
+
+
+def test_max_with_a_tensor_is_the_elementwise_maximum():
+    a, b = md.tensor([1.0, 4.0]), md.tensor([3.0, 2.0])
+    np.testing.assert_array_equal(a.max(b).numpy(), [3.0, 4.0])
+    np.testing.assert_array_equal(md.min(a, b).numpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("reduce", [lambda x: x.max(), lambda x: x.amax(dim=0),
+                                    lambda x: x.max(0).values, lambda x: x.min()])
+def test_extremum_gradient_goes_to_the_nan(reduce):
+    # PyTorch: a NaN is the extremum, and only the NaN element receives the gradient.
+    x = md.tensor([1.0, float("nan"), 3.0], requires_grad=True)
+    reduce(x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
 
 
 def test_max_splits_ties_evenly():
     x = md.tensor(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), dtype=np.float64,
                   requires_grad=True)
-    x.max(axis=1).sum().backward()
+    x.max(axis=1).values.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [[0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
 
 

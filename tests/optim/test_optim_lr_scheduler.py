@@ -1,4 +1,5 @@
-"""Learning-rate schedules: closed-form sequences, PyTorch agreement, checkpoint and resume."""
+"""Learning-rate schedules: closed-form sequences, PyTorch agreement, chaining, checkpoint and
+resume."""
 
 import math
 from bisect import bisect_right
@@ -48,8 +49,9 @@ def test_sequence_equals_closed_form(name):
     scheduler = getattr(lr_scheduler, name)(opt, **kwargs)
     lrs = _sequence(scheduler)
     expected = [[closed_form(base, e) for base in BASES] for e in range(EPOCHS)]
-    assert lrs == expected
-    assert [g["lr"] for g in opt.param_groups] == expected[-1]
+    # The chainable form reaches the closed form up to rounding accumulated step by step.
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12, atol=1e-15)
+    assert [g["lr"] for g in opt.param_groups] == lrs[-1]
     assert [g["initial_lr"] for g in opt.param_groups] == BASES
     assert scheduler.last_epoch == EPOCHS - 1
 
@@ -82,16 +84,77 @@ def test_resume_from_state_dict_continues_exactly(name):
     opt_state = through_msgpack(opt.state_dict())
     sched_state = through_msgpack(scheduler.state_dict())
 
+    # As in PyTorch: build the optimizer and scheduler, then load both states (constructing a
+    # scheduler applies its epoch-0 rate to the groups; the optimizer's state puts them back).
     opt2 = _optimizer()
+    scheduler2 = cls(opt2, **kwargs)
     opt2.load_state_dict(opt_state)
-    scheduler2 = cls(opt2, **kwargs)       # constructing applies epoch 0 ...
-    scheduler2.load_state_dict(sched_state)  # ... and loading puts the counter back
+    scheduler2.load_state_dict(sched_state)
     assert scheduler2.get_last_lr() == head[-1]
     tail = [scheduler2.get_last_lr()]
     for _ in range(EPOCHS - 13):
         scheduler2.step()
         tail.append(scheduler2.get_last_lr())
     assert head + tail[1:] == full
+
+
+def _torch_chain(torch, factories, steps):
+    tparams = [torch.zeros(1, requires_grad=True) for _ in BASES]
+    topt = torch.optim.SGD([{"params": [p], "lr": base} for p, base in zip(tparams, BASES)])
+    schedulers = [factory(torch.optim.lr_scheduler, topt) for factory in factories]
+    lrs = [[g["lr"] for g in topt.param_groups]]
+    for _ in range(steps):
+        topt.step()
+        for scheduler in schedulers:
+            scheduler.step()
+        lrs.append([g["lr"] for g in topt.param_groups])
+    return lrs
+
+
+def _our_chain(factories, steps):
+    opt = _optimizer()
+    schedulers = [factory(lr_scheduler, opt) for factory in factories]
+    lrs = [[g["lr"] for g in opt.param_groups]]
+    for _ in range(steps):
+        opt.step()
+        for scheduler in schedulers:
+            scheduler.step()
+        lrs.append([g["lr"] for g in opt.param_groups])
+    return lrs
+
+
+CHAINS = {
+    "warmup+cosine": [lambda m, o: m.LinearLR(o, start_factor=0.1, total_iters=10),
+                      lambda m, o: m.CosineAnnealingLR(o, T_max=100)],
+    "step+exponential": [lambda m, o: m.StepLR(o, step_size=5, gamma=0.5),
+                         lambda m, o: m.ExponentialLR(o, gamma=0.95)],
+    "multistep+linear+cosine": [lambda m, o: m.MultiStepLR(o, milestones=[4, 9, 9], gamma=0.3),
+                                lambda m, o: m.LinearLR(o, start_factor=0.5, total_iters=6),
+                                lambda m, o: m.CosineAnnealingLR(o, T_max=7, eta_min=1e-4)],
+}
+
+
+def test_warmup_then_cosine_keeps_the_warmup():
+    # Two schedulers on one optimizer compose: the first rate is base * 0.1, not base.
+    lrs = _our_chain(CHAINS["warmup+cosine"], 1)
+    assert lrs[0] == pytest.approx([b * 0.1 for b in BASES])
+    assert lrs[1] == pytest.approx([b * 0.19 * (1 + math.cos(math.pi / 100)) / 2 for b in BASES])
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chained_schedulers_match_torch(name):
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(_our_chain(CHAINS[name], 60),
+                               _torch_chain(torch, CHAINS[name], 60), rtol=1e-9, atol=1e-15)
+
+
+def test_step_with_an_epoch_uses_the_closed_form():
+    opt = _optimizer()
+    scheduler = lr_scheduler.CosineAnnealingLR(opt, T_max=15, eta_min=1e-3)
+    scheduler.step(7)
+    assert scheduler.last_epoch == 7
+    expected = [1e-3 + (b - 1e-3) * (1 + math.cos(math.pi * 7 / 15)) / 2 for b in BASES]
+    assert scheduler.get_last_lr() == pytest.approx(expected, rel=1e-12)
 
 
 def test_constructing_with_last_epoch_resumes():

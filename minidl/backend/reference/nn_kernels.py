@@ -36,6 +36,8 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     Softmax is unchanged by subtracting a constant from every entry, so subtracting the max makes
     the largest exponent exp(0) = 1: nothing overflows and the sum is at least 1.
     """
+    if x.shape[axis] == 0:
+        return x.copy()  # nothing to normalise (np.max of an empty axis would raise)
     shifted = x - np.max(x, axis=axis, keepdims=True)
     exps = np.exp(shifted)
     return exps / np.sum(exps, axis=axis, keepdims=True)
@@ -43,6 +45,8 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """log(softmax(x)) = x - max - log(sum(exp(x - max))) along ``axis``, without forming softmax."""
+    if x.shape[axis] == 0:
+        return x.copy()
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
@@ -172,16 +176,21 @@ def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
     y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps). Returns ``(y, mean, rstd)``
     with mean and rstd of shape (M,), kept for the backward pass.
     """
-    mean = np.mean(x, axis=1)
-    centered = x - mean[:, None]
+    # The statistics and the normalised row in float64, as the Numba kernel (and PyTorch's
+    # accumulation) does: a float32 mean of a constant row can be off by an ulp, and that error,
+    # scaled by rstd = 1/sqrt(eps) ≈ 316, would turn the exact 0 output into ~1e-4.
+    wide = x.astype(np.float64)
+    mean = np.mean(wide, axis=1)
+    centered = wide - mean[:, None]
     variance = np.mean(centered * centered, axis=1)
-    rstd = (1.0 / np.sqrt(variance + float(eps))).astype(x.dtype, copy=False)
+    rstd = 1.0 / np.sqrt(variance + float(eps))
     y = centered * rstd[:, None]
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y, mean, rstd
+    return (y.astype(x.dtype, copy=False), mean.astype(x.dtype, copy=False),
+            rstd.astype(x.dtype, copy=False))
 
 
 def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):

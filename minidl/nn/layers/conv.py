@@ -22,7 +22,11 @@ class Conv2d(Module):
                              f"and out_channels={out_channels}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
+        self.stride = _pair(stride, "stride")
+        # PyTorch's 'same' and 'valid' are kept as strings (conv2d resolves them per input).
+        self.padding = padding if padding in ("same", "valid") else _pair(padding, "padding")
+        if self.padding == "same" and self.stride != (1, 1):
+            raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.dilation = _pair(dilation, "dilation")
         shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(np.empty(shape, dtype))
@@ -37,6 +41,7 @@ class Conv2d(Module):
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,
                 "kernel_size": list(self.kernel_size), "stride": list(self.stride),
-                "padding": list(self.padding), "dilation": list(self.dilation),
+                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "dilation": list(self.dilation),
                 "groups": self.groups, "bias": self.bias is not None,
                 "dtype": str(self.weight.dtype)}

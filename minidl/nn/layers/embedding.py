@@ -16,7 +16,8 @@ from ..registry import register_module
 class Embedding(Module):
     """Row i of ``weight`` (num_embeddings, embedding_dim) for each index i; init N(0, 1).
 
-    ``padding_idx``'s row starts at zero and receives no gradient (as in PyTorch).
+    ``padding_idx``'s row starts at zero and receives no gradient, but is looked up as stored
+    (as in PyTorch: a row loaded or edited to other values returns those values).
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
@@ -35,13 +36,7 @@ class Embedding(Module):
     def forward(self, indices):
         if not isinstance(indices, Tensor):
             indices = Tensor(np.asarray(indices), device=self.weight.device)
-        out = embedding(indices, self.weight)
-        if self.padding_idx is not None and self.weight.requires_grad:
-            # Route no gradient into the padding row: multiply its lookups by a 0/1 mask, computed
-            # on the indices' device.
-            mask = (indices != self.padding_idx).to(dtype=self.weight.dtype).unsqueeze(-1)
-            out = out * mask
-        return out
+        return embedding(indices, self.weight, self.padding_idx)
 
     def get_config(self):
         return {"num_embeddings": self.num_embeddings, "embedding_dim": self.embedding_dim,

@@ -49,9 +49,17 @@ class AvgPool2d(Module):
 
 @register_module
 class AdaptiveAvgPool2d(Module):
+    """Average pooling to ``output_size`` (an int, or a pair whose ``None`` keeps that input
+    size), with PyTorch's bins for sizes that do not divide the input."""
+
     def __init__(self, output_size):
         super().__init__()
-        self.output_size = _pair(output_size, "output_size")
+        pair = (output_size, output_size) if output_size is None or isinstance(output_size, int) \
+            else tuple(output_size)
+        if len(pair) != 2 or not all(n is None or (isinstance(n, int) and n >= 1) for n in pair):
+            raise ValueError(f"AdaptiveAvgPool2d: output_size must be a positive int or a pair "
+                             f"of them (or None), got {output_size!r}")
+        self.output_size = pair
 
     def forward(self, x):
         return adaptive_avg_pool2d(x, self.output_size)

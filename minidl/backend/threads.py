@@ -1,0 +1,71 @@
+"""How many threads the CPU backend computes with: ``md.set_num_threads`` / ``md.get_num_threads``.
+
+Two thread pools do the CPU work: the BLAS library that NumPy's matrix products call (OpenBLAS
+in NumPy's wheels), and Numba's pool for the kernels marked ``parallel`` (optimizer updates,
+large im2col/col2im). PyTorch's ``torch.set_num_threads`` limits its one intra-op pool; here the
+same call limits both. Nothing is imported or changed until the function is called.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+# The symbol OpenBLAS exports to set its thread count, under each build's name mangling
+# (NumPy's wheels bundle "scipy_openblas" with 64-bit integers and a suffix).
+_OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads", "scipy_openblas_set_num_threads")
+_OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads", "scipy_openblas_get_num_threads")
+
+_requested: int | None = None
+
+
+def _loaded_openblas() -> list:
+    """The OpenBLAS libraries loaded in this process (Linux: listed in /proc/self/maps)."""
+    import numpy  # noqa: F401  (loads NumPy's BLAS)
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return []
+    libraries = []
+    for path in sorted(paths):
+        if os.path.isfile(path):
+            try:
+                libraries.append(ctypes.CDLL(path))  # the loaded copy: same handle
+            except OSError:
+                continue
+    return libraries
+
+
+def _call_first(library, names, *args):
+    for name in names:
+        function = getattr(library, name, None)
+        if function is not None:
+            return function(*args)
+    return None
+
+
+def set_num_threads(count: int) -> None:
+    """Compute with at most ``count`` threads: NumPy's BLAS pool and Numba's parallel kernels."""
+    global _requested
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
+    import numba
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    for library in _loaded_openblas():
+        _call_first(library, _OPENBLAS_SETTERS, ctypes.c_int(count))
+    _requested = count
+
+
+def get_num_threads() -> int:
+    """The thread count set by :func:`set_num_threads`, or else the BLAS pool's (the larger
+    pool by default)."""
+    if _requested is not None:
+        return _requested
+    for library in _loaded_openblas():
+        found = _call_first(library, _OPENBLAS_GETTERS)
+        if found:
+            return int(found)
+    return os.cpu_count() or 1

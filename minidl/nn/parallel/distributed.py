@@ -1,0 +1,216 @@
+"""``DistributedDataParallel``: one model replica per process, gradients averaged after backward.
+
+Data parallelism in three promises, kept here:
+
+1. **Same start.** At wrap time every rank checks that its model has the same parameter and
+   buffer names, shapes and dtypes as the others (a mismatch raises on every rank, naming the
+   first difference) and then takes rank 0's values by broadcast.
+2. **Same update.** Each rank runs forward and backward on its own slice of the global
+   batch. When backward finishes, the gradients are averaged over the ranks, so every replica
+   holds ``(1/N) * sum_r grad_r``. With a mean loss over equal local batches of B samples this
+   is exactly the gradient of the mean loss over the global batch of N*B samples, so N ranks
+   step like one process with the N-times larger batch (up to float rounding), and since every
+   rank applies the same update to the same weights, the replicas stay identical.
+3. **Fixed order.** Gradients travel in *buckets*: flat buffers of up to ``bucket_cap_mb``
+   megabytes filled with parameters in reverse registration order (roughly the order backward
+   produces them). One all-reduce per bucket instead of one per parameter pays MPI's latency a
+   few times instead of hundreds. The layout depends only on the model, never on timing, so
+   the same job reduces the same bytes in the same order every run: reproducible.
+
+A parameter that got no gradient on some rank counts as zero there; one that got none on any
+rank keeps ``grad = None`` (a presence flag per parameter travels at the end of its bucket).
+
+Buffers (BatchNorm's running statistics) are computed locally, as in PyTorch; with
+``broadcast_buffers=True`` (PyTorch's default) rank 0's buffers are copied to every rank at the
+start of each training forward, so all replicas -- and any checkpoint -- agree on them.
+
+``no_sync()`` skips the averaging for forward/backward passes run inside it: gradients then
+accumulate locally, and the first backward outside averages the accumulated sum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import numpy as np
+
+from minidl import distributed as dist
+from minidl.autograd import engine
+from minidl.autograd.grad_mode import is_grad_enabled
+from minidl.autograd.tensor import Tensor
+from minidl.nn.module import Module
+
+DEFAULT_BUCKET_CAP_MB = 25.0
+
+
+class _Bucket:
+    """Parameters whose gradients share one flat buffer (one dtype), plus a presence flag each."""
+
+    def __init__(self, params: list, dtype: np.dtype):
+        self.params = params
+        self.dtype = dtype
+        self.sizes = [p.numel() for p in params]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        total = int(self.offsets[-1])
+        # Flags after the values: one all-reduce also says how many ranks had each gradient.
+        self.buffer = np.zeros(total + len(params), dtype)
+
+    def pack(self) -> None:
+        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
+        for i, param in enumerate(self.params):
+            part = values[self.offsets[i]:self.offsets[i + 1]]
+            if param.grad is None:
+                part[...] = 0
+                flags[i] = 0
+            else:
+                grad = param.grad.numpy() if isinstance(param.grad, Tensor) else param.grad
+                part[...] = np.ravel(grad)
+                flags[i] = 1
+
+    def unpack(self, world_size: int) -> None:
+        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
+        values /= world_size
+        for i, param in enumerate(self.params):
+            if flags[i] == 0:
+                param.grad = None
+                continue
+            grad = values[self.offsets[i]:self.offsets[i + 1]].reshape(param.shape).copy()
+            param.grad = Tensor._wrap(param.backend.from_numpy(grad) if param.device != "cpu"
+                                      else grad, param.device)
+
+
+def _buckets(params: list, cap_bytes: float) -> list[_Bucket]:
+    """Group ``params`` (already in reduction order) into buckets of at most ``cap_bytes``
+    of one dtype each; a parameter larger than the cap gets a bucket of its own."""
+    buckets, current, current_bytes = [], [], 0
+    for param in params:
+        nbytes = param.numel() * param.dtype.itemsize
+        if current and (current_bytes + nbytes > cap_bytes or param.dtype != current[0].dtype):
+            buckets.append(_Bucket(current, current[0].dtype))
+            current, current_bytes = [], 0
+        current.append(param)
+        current_bytes += nbytes
+    if current:
+        buckets.append(_Bucket(current, current[0].dtype))
+    return buckets
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` for data-parallel training over the process group (PyTorch's name).
+
+    Call it as the module itself; its ``state_dict`` names start with ``module.`` as in
+    PyTorch. ``bucket_cap_mb`` sets the gradient bucket size (0: one bucket per parameter).
+    Needs ``minidl.distributed.init_process_group()`` first when launched under mpiexec; in a
+    group of one it is a transparent wrapper.
+    """
+
+    def __init__(self, module: Module, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
+                 broadcast_buffers: bool = True):
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel wraps a Module, got {type(module).__name__}")
+        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) \
+                or bucket_cap_mb < 0:
+            raise ValueError(f"bucket_cap_mb must be a non-negative number, got {bucket_cap_mb!r}")
+        self.module = module
+        self.bucket_cap_mb = float(bucket_cap_mb)
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self.world_size = dist.get_world_size()
+        self._check_same_model()
+        self._broadcast_state(include_parameters=True)
+        trainable = [p for p in module.parameters() if p.requires_grad]
+        for param in trainable:
+            if param.dtype.kind != "f" or param.dtype.itemsize < 4:
+                raise TypeError(f"DistributedDataParallel: parameters must be float32 or float64 "
+                                f"to be reduced, got {param.dtype}")
+        self._buckets = _buckets(list(reversed(trainable)), self.bucket_cap_mb * (1 << 20))
+        self._sync = True
+        self._pending = False
+        this = weakref.ref(self)  # the hook must not keep a discarded model alive
+        self._hook = engine.register_backward_finished_hook(
+            lambda: this() is not None and this()._after_backward())
+
+    # -- wrap time -------------------------------------------------------------------------------
+
+    def _check_same_model(self) -> None:
+        layout = [[name, list(t.shape), t.dtype.str] for name, t in self.module._state_items()]
+        layouts = dist.all_gather_object(layout)
+        for rank, other in enumerate(layouts):
+            if other == layout:
+                continue
+            mine, theirs = dict((n, (s, d)) for n, s, d in layout), dict((n, (s, d)) for n, s, d in other)
+            names = [n for n in list(mine) + list(theirs) if mine.get(n) != theirs.get(n)]
+            first = names[0] if names else "(order)"
+            raise dist.DistributedError(
+                f"DistributedDataParallel: the model on rank {dist.get_rank()} differs from the "
+                f"one on rank {rank}: {first}: {mine.get(first)} here, {theirs.get(first)} there "
+                f"({len(names)} entr{'y' if len(names) == 1 else 'ies'} differ)")
+
+    def _broadcast_state(self, include_parameters: bool) -> None:
+        """Give every rank rank 0's values, one flat broadcast per dtype."""
+        if self.world_size == 1:
+            return
+        tensors = [t for _, t in self.module._state_items()
+                   if include_parameters or not t.requires_grad]
+        by_dtype: dict = {}
+        for tensor in tensors:
+            by_dtype.setdefault(tensor.dtype.str, []).append(tensor)
+        for group in by_dtype.values():
+            flat = np.concatenate([np.ravel(t.numpy()) for t in group])
+            dist.broadcast(flat, src=0)
+            start = 0
+            for tensor in group:
+                values = tensor.numpy()
+                values[...] = flat[start:start + values.size].reshape(values.shape)
+                if tensor.device != "cpu":
+                    tensor.data = tensor.backend.from_numpy(values)
+                start += values.size
+
+    # -- each step -------------------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        if self.training and is_grad_enabled():
+            if self.broadcast_buffers:
+                self._broadcast_state(include_parameters=False)
+            self._pending = self._sync
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Accumulate gradients locally for the passes run inside; the next one outside syncs."""
+        before = self._sync
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._sync = before
+
+    def _after_backward(self) -> None:
+        if not self._pending:
+            return
+        self._pending = False
+        self.reduce_gradients()
+
+    def reduce_gradients(self) -> None:
+        """Average every parameter's gradient over the ranks, bucket by bucket, in place.
+
+        Called automatically after backward; call it by hand only after computing gradients
+        some other way.
+        """
+        if self.world_size == 1:
+            return
+        for bucket in self._buckets:
+            bucket.pack()
+        dist.all_reduce_coalesced([bucket.buffer for bucket in self._buckets])
+        for bucket in self._buckets:
+            bucket.unpack(self.world_size)
+
+    def extra_repr(self) -> str:
+        return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "
+                f"bucket_cap_mb={self.bucket_cap_mb:g}")
+
+    def __del__(self):
+        hook = self.__dict__.get("_hook")
+        if hook is not None:
+            hook.remove()

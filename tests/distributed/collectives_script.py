@@ -1,0 +1,83 @@
+"""Collectives and failure modes under mpiexec; the tests start it with a MODE.
+
+Usage: mpiexec -n N python collectives_script.py MODE
+  values    -- every collective on Tensors and arrays, checked with asserts
+  straggler -- rank 1 never reaches a barrier: the others must raise DistributedError
+  mismatch  -- rank 1 builds a different model: wrapping it in DDP must fail on every rank
+  restore DIRECTORY -- restoring fails on rank 1 only: every rank must learn it at once
+"""
+
+import sys
+import time
+
+import numpy as np
+
+import minidl as md
+import minidl.distributed as dist
+from minidl import nn
+
+
+def values(rank, world):
+    t = md.tensor(np.full((2, 3), rank + 1.0, np.float32))
+    assert dist.all_reduce(t) is t
+    np.testing.assert_array_equal(t.numpy(), np.full((2, 3), world * (world + 1) / 2))
+    a = np.arange(4.0) + rank
+    dist.all_reduce(a, op=dist.ReduceOp.MAX)
+    np.testing.assert_array_equal(a, np.arange(4.0) + world - 1)
+    avg = np.array([float(rank)])
+    dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+    assert avg[0] == (world - 1) / 2
+    strided = np.zeros((3, 4))[:, ::2]  # not contiguous: reduced through a copy, written back
+    strided += rank
+    dist.all_reduce(strided)
+    assert (strided == sum(range(world))).all()
+    b = md.tensor(np.arange(5) * (rank + 1))
+    dist.broadcast(b, src=world - 1)
+    np.testing.assert_array_equal(b.numpy(), np.arange(5) * world)
+    gathered = dist.all_gather(md.tensor([rank, rank * 10]))
+    assert [g.numpy().tolist() for g in gathered] == [[r, r * 10] for r in range(world)]
+    into = [np.zeros(2, np.int64) for _ in range(world)]
+    dist.all_gather(into, np.array([rank, -rank]))
+    assert [x.tolist() for x in into] == [[r, -r] for r in range(world)]
+    assert dist.all_gather_object({"rank": rank}) == [{"rank": r} for r in range(world)]
+    assert dist.broadcast_object("from 0" if rank == 0 else None) == "from 0"
+    try:
+        dist.all_reduce(np.zeros(rank + 1))
+    except dist.DistributedError as exc:
+        assert "disagree" in str(exc)
+    else:
+        raise AssertionError("a shape mismatch went unnoticed")
+    dist.barrier()
+    print(f"rank {rank} ok", flush=True)
+
+
+def straggler(rank, world):
+    if rank == 1:
+        time.sleep(30)
+    dist.barrier()
+
+
+def mismatch(rank, world):
+    md.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8 if rank != 1 else 9), nn.ReLU(), nn.Linear(8, 2))
+    nn.parallel.DistributedDataParallel(model)
+
+
+def restore_fails_on_one_rank(rank, world):
+    from minidl.checkpoint import Checkpoint, CheckpointManager
+    directory = sys.argv[2]
+    CheckpointManager(Checkpoint(model=nn.Linear(4, 2)), directory).save(1)
+    other = nn.Linear(4, 3 if rank == 1 else 2)  # rank 1 cannot take the saved weights
+    try:
+        CheckpointManager(Checkpoint(model=other), directory).restore_latest()
+    except md.CheckpointError as exc:
+        print(f"rank {rank} refused: {exc}", flush=True)
+
+
+if __name__ == "__main__":
+    dist.init_process_group(timeout=30)
+    modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
+             "restore": restore_fails_on_one_rank}
+    if sys.argv[1] == "straggler":
+        dist.init_process_group(timeout=3)
+    modes[sys.argv[1]](dist.get_rank(), dist.get_world_size())
