@@ -256,7 +256,20 @@ def test_every_manager_policy_is_reachable_through_checkpoint_config(tmp_path):
     assert same_weights(run(4), run(4))  # reruns restore the encrypted files and stop there
 
 
+class LastStepClassifier(nn.Module):
+    """A two-layer LSTM over the rows of an image, classifying from the last step's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, dropout=0.2, batch_first=True)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
 LOADER_MODELS = {
+    "lstm": (LastStepClassifier, lambda p: optim.RMSprop(p, lr=1e-2, momentum=0.5)),
     "mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(),
                                   nn.Linear(16, 10)), lambda p: optim.Adam(p, lr=1e-2)),
     # Eight tokens of eight features per image; attention and feed-forward dropout draw from
