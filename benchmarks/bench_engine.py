@@ -6,8 +6,9 @@ Rows: an MLP 784-512-512-10 (batch 128, Adam), LeNet-5 on 28×28 inputs (batch 6
 LSTM language model (vocabulary 10k, embedding 128, hidden 256, 35 steps, batch 32, Adam), a
 2-layer Transformer encoder (d 128, 4 heads, feed-forward 512, sequence 64, batch 32, Adam), the
 time of ``import minidl`` in a fresh process, and a fresh process's first training step with a
-warm Numba cache. ``--workloads lstm transformer`` times only some rows. Both engines use the same number of threads; ratios are minidl / PyTorch from
-the same run, so they do not depend on how fast this particular machine is.
+warm Numba cache. ``--workloads lstm transformer`` times only some rows. Both engines use the
+same number of threads; ratios are minidl / PyTorch from the same run, so they do not depend on
+how fast this particular machine is.
 
 Each engine is timed in its own child process: NumPy's BLAS, Numba and PyTorch each keep a pool
 of spinning worker threads, and two pools in one process fight over the cores.

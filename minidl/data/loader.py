@@ -41,8 +41,9 @@ class DataLoader(DataReader):
 
     ``batch_size``, ``shuffle``, ``drop_last``, ``collate_fn`` and ``num_workers`` mean what they
     mean in PyTorch (``batch_size=1`` and ``shuffle=False`` by default; arguments after
-    ``shuffle`` are keyword-only, since PyTorch's next positional one is a sampler). The shuffle order of
-    epoch ``e`` is a permutation derived from ``(seed, e)``, so ``state_dict()`` is a few integers
+    ``shuffle`` are keyword-only, since PyTorch's next positional one is a sampler). The shuffle
+    order of epoch ``e`` is a permutation derived from ``(seed, e)``, so ``state_dict()`` is a
+    few integers
     and ``load_state_dict`` continues mid-epoch with exactly the batches the original loader
     would have yielded next -- also with ``num_workers > 0``, where worker processes gather
     batches ahead and the state still counts only the batches handed out.

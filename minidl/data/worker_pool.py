@@ -67,4 +67,9 @@ class ProcessPrefetcher:
         for future, _ in self._pending:
             future.cancel()
         self._pending.clear()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        except RuntimeError:
+            # Garbage collection of a loader nobody closed can run this on the pool's own
+            # manager thread, which cannot join itself: the workers still exit, unwaited.
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -180,7 +180,8 @@ def _onnx_gates(array, mode, hidden):
 
 
 def _recurrent_weights(builder, module, layer):
-    """W, R, B initializers of one layer: (directions, gates·H, ·), biases (directions, 2·gates·H)."""
+    """W, R, B initializers of one layer: weights (directions, gates·H, ·), biases
+    (directions, 2·gates·H)."""
     hidden, mode = module.hidden_size, module.mode
     w, r, b = [], [], []
     for suffix in module._suffixes():

@@ -94,9 +94,11 @@ class SequentialLR:
         self._last_lr = scheduler.get_last_lr()
 
     def get_last_lr(self) -> list[float]:
+        """The rates the last step wrote, one per group."""
         return list(self._last_lr)
 
     def state_dict(self) -> dict:
+        """Its counter and milestones, and the state of every scheduler it drives."""
         return {"last_epoch": self.last_epoch, "milestones": list(self._milestones),
                 "last_lr": list(self._last_lr),
                 "schedulers": [s.state_dict() for s in self._schedulers]}
@@ -125,14 +127,17 @@ class ChainedScheduler:
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self) -> None:
+        """Step every scheduler, in order."""
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def get_last_lr(self) -> list[float]:
+        """The groups' rates after the last step."""
         return list(self._last_lr)
 
     def state_dict(self) -> dict:
+        """The state of every scheduler in the chain."""
         return {"last_lr": list(self._last_lr),
                 "schedulers": [s.state_dict() for s in self._schedulers]}
 
@@ -220,12 +225,15 @@ class ReduceLROnPlateau:
 
     @property
     def in_cooldown(self) -> bool:
+        """Whether bad epochs are being ignored after a reduction."""
         return self.cooldown_counter > 0
 
     def get_last_lr(self) -> list[float]:
+        """The groups' rates after the last step."""
         return list(self._last_lr)
 
     def state_dict(self) -> dict:
+        """Settings and counters (best value, bad epochs, cooldown), plain data."""
         state = {name: getattr(self, name) for name in self._SETTINGS + self._COUNTERS}
         state["min_lrs"] = list(self.min_lrs)
         state["last_lr"] = list(self._last_lr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.conv import _pair
-from ...ops.conv1d import _single, conv1d
+from ...ops.conv1d import single_int, conv1d
 from ...ops.conv_transpose import conv_transpose2d
 from .. import init
 from ..module import Module
@@ -34,10 +34,10 @@ class Conv1d(Module):
         super().__init__()
         _check_groups("Conv1d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _single(kernel_size, "Conv1d", "kernel_size")
-        self.stride, self.padding = _single(stride, "Conv1d", "stride"), \
-            _single(padding, "Conv1d", "padding")
-        self.dilation = _single(dilation, "Conv1d", "dilation")
+        self.kernel_size = single_int(kernel_size, "Conv1d", "kernel_size")
+        self.stride, self.padding = single_int(stride, "Conv1d", "stride"), \
+            single_int(padding, "Conv1d", "padding")
+        self.dilation = single_int(dilation, "Conv1d", "dilation")
         self.weight = Parameter(np.empty((out_channels, in_channels // groups,
                                           self.kernel_size), dtype))
         self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None

@@ -98,7 +98,8 @@ class _RecurrentLayer(Module):
         else:
             given = hx if self.mode == "LSTM" else (hx,)
             if len(given) != len(names):
-                raise ValueError(f"{self.mode}: hx must be {'(h_0, c_0)' if len(names) == 2 else 'h_0'}")
+                expected = "(h_0, c_0)" if len(names) == 2 else "h_0"
+                raise ValueError(f"{self.mode}: hx must be {expected}")
             states = [self._check_state(n, s, batch, batched) for n, s in zip(names, given)]
         finals = [[] for _ in names]
         for layer in range(self.num_layers):

@@ -3,7 +3,7 @@ AdaptiveMaxPool2d and Upsample."""
 
 from __future__ import annotations
 
-from ...ops.conv1d import _single, avg_pool1d, max_pool1d
+from ...ops.conv1d import single_int, avg_pool1d, max_pool1d
 from ...ops.resample import adaptive_max_pool2d, interpolate
 from ..module import Module
 from ..registry import register_module
@@ -15,11 +15,11 @@ class MaxPool1d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
         super().__init__()
-        self.kernel_size = _single(kernel_size, "MaxPool1d", "kernel_size")
-        self.stride = self.kernel_size if stride is None else _single(stride, "MaxPool1d",
+        self.kernel_size = single_int(kernel_size, "MaxPool1d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else single_int(stride, "MaxPool1d",
                                                                       "stride")
-        self.padding = _single(padding, "MaxPool1d", "padding")
-        self.dilation = _single(dilation, "MaxPool1d", "dilation")
+        self.padding = single_int(padding, "MaxPool1d", "padding")
+        self.dilation = single_int(dilation, "MaxPool1d", "dilation")
         self.ceil_mode = bool(ceil_mode)
 
     def forward(self, x):
@@ -38,10 +38,10 @@ class AvgPool1d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
-        self.kernel_size = _single(kernel_size, "AvgPool1d", "kernel_size")
-        self.stride = self.kernel_size if stride is None else _single(stride, "AvgPool1d",
+        self.kernel_size = single_int(kernel_size, "AvgPool1d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else single_int(stride, "AvgPool1d",
                                                                       "stride")
-        self.padding = _single(padding, "AvgPool1d", "padding")
+        self.padding = single_int(padding, "AvgPool1d", "padding")
         self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
 
     def forward(self, x):
