@@ -166,3 +166,46 @@ def test_recurrent_layers_with_initial_states(mode, tmp_path):
     # The states' first axis is layers × directions, not the batch: a fixed-size graph.
     export_and_compare(SequenceModel(layer, True), inputs(2), [inputs(2)], tmp_path,
                        dynamic_batch=False)
+
+
+def test_transformer_decoder_layer_with_memory(tmp_path):
+    md.manual_seed(7)
+    decoder = nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, activation="gelu")
+
+    def inputs(n):
+        return [rng.standard_normal((n, 5, 8)).astype(np.float32),
+                rng.standard_normal((n, 7, 8)).astype(np.float32)]
+
+    export_and_compare(decoder, inputs(2), [inputs(3), inputs(1)], tmp_path)
+
+
+ROUND_TRIPS = {name: (make, data) for name, (make, data, _) in LAYERS.items()}
+ROUND_TRIPS.update({
+    "lstm": (lambda: SequenceModel(nn.LSTM(3, 4, num_layers=2, bidirectional=True,
+                                           batch_first=True), False),
+             lambda n: rng.standard_normal((n, 6, 3)).astype(np.float32)),
+    "gru": (lambda: SequenceModel(nn.GRU(3, 4, batch_first=True), False),
+            lambda n: rng.standard_normal((n, 6, 3)).astype(np.float32)),
+    "rnn_relu": (lambda: SequenceModel(nn.RNN(3, 4, nonlinearity="relu"), False),
+                 lambda n: rng.standard_normal((n, 2, 3)).astype(np.float32)),
+    "encoder": (lambda: nn.TransformerEncoderLayer(8, 2, 16, batch_first=True),
+                lambda n: rng.standard_normal((n, 5, 8)).astype(np.float32)),
+})
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
+def test_added_layer_round_trips_through_minidls_onnx_import(name, tmp_path):
+    make, data = ROUND_TRIPS[name]
+    md.manual_seed(8)
+    model = make()
+    model.eval()
+    path = tmp_path / "model.onnx"
+    md.export_onnx(model, path, example_input=md.tensor(data(2)))
+    imported = md.load_model(path)
+    x = md.tensor(data(3))
+    expected, got = model(x), imported(x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
