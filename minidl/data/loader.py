@@ -52,14 +52,27 @@ class DataLoader(DataReader):
     a batch has the same structure with Tensors stacked along a new first axis. ``collate_fn``
     receives the list of samples instead. With workers, ``dataset[i]`` and ``collate_fn`` must
     be deterministic functions of ``i`` for a resumed run to see the same data (randomness inside
-    them is not part of the saved state). ``prefetch_factor`` batches per worker are read ahead.
+    them is not part of the saved state). ``prefetch_factor`` batches per worker are read ahead;
+    workers live until ``close()`` (or the loader is collected), as with PyTorch's
+    ``persistent_workers=True``. ``pin_memory`` is accepted and has nothing to do on the CPU.
+    ``sampler``, ``batch_sampler``, ``worker_init_fn`` and ``generator`` are refused with a
+    ValueError: the order is ``shuffle`` and ``seed``'s, so that it can be saved exactly.
     """
 
     kind = "DataLoader"
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, *,
                  drop_last: bool = False, collate_fn=None, num_workers: int = 0, seed: int = 0,
-                 prefetch_factor: int = 2, rank: int = 0, world_size: int = 1):
+                 prefetch_factor: int = 2, rank: int = 0, world_size: int = 1,
+                 pin_memory: bool = False, persistent_workers: bool = False, sampler=None,
+                 batch_sampler=None, worker_init_fn=None, generator=None):
+        unsupported = {"sampler": sampler, "batch_sampler": batch_sampler,
+                       "worker_init_fn": worker_init_fn, "generator": generator}
+        for name, value in unsupported.items():
+            if value is not None:
+                raise ValueError(f"DataLoader: {name} is not supported; the order comes from "
+                                 f"shuffle and seed, so that the position can be saved as "
+                                 f"two integers")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"collate_fn must be callable, got {type(collate_fn).__name__}")
         self.num_workers = check_index(num_workers, "num_workers", 0)

@@ -157,9 +157,16 @@ def test_a_state_from_another_reader_or_setting_is_refused_by_name():
                                  seed=9).state_dict())
     with pytest.raises(ValueError, match="'seed'"):
         loader.load_state_dict(state)
-    for bad in ({"num_workers": -1}, {"batch_size": 0}, {"prefetch_factor": 0}):
+    for bad in ({"num_workers": -1}, {"batch_size": 0}, {"prefetch_factor": 0},
+                {"sampler": [0, 1]}, {"worker_init_fn": print}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             DataLoader(TensorDataset(X, Y), **bad)
+
+
+def test_pytorch_only_flags_are_accepted():
+    loader = DataLoader(TensorDataset(X, Y), batch_size=4, pin_memory=True,
+                        persistent_workers=True)
+    assert loader.next_batch()[1].numpy().tolist() == [0, 1, 2, 3]
 
 
 def test_random_split_is_disjoint_covering_and_reproducible():
