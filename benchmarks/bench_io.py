@@ -106,10 +106,11 @@ def main() -> None:
         opens = []
         for _ in range(50):
             start = time.perf_counter()
-            mio.load(mdl, mmap=True)
+            mio.load(mdl, mmap=True, verify=False)  # mapped loads verify unless told not to
             opens.append(time.perf_counter() - start)
         t_open = statistics.median(opens)
-        rows.append(("lazy open (mmap=True), median", t_open, f"{t_open * 1e3:.2f} ms"))
+        rows.append(("lazy open (mmap=True, verify=False), median", t_open,
+                     f"{t_open * 1e3:.2f} ms"))
         t_verify = best_of(args.repeats, lambda: mio.verify_file(mdl))
         rows.append(("verify (page cache warm)", t_verify, f"{gb / t_verify:.2f} GB/s"))
 

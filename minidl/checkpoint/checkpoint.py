@@ -269,29 +269,29 @@ class Checkpoint:
                      for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
         loaded = []
-        for name, obj in self._objects.items():
-            loaded.append(name)
-            try:
-                obj.load_state_dict(plan["states"][name])
-            except Exception as exc:
-                problems = self._roll_back(loaded, snapshots)
-                note = f"; rolling back also failed for {', '.join(problems)}" if problems else ""
-                raise StateMismatchError(
-                    path, f"object {name!r} refused its saved state ({type(exc).__name__}: "
-                          f"{exc}); nothing was restored{note}") from exc
         try:
+            for name, obj in self._objects.items():
+                loaded.append(name)
+                obj.load_state_dict(plan["states"][name])
             md_random.set_rng_state(plan["rng"])
-        except Exception as exc:  # validated above, so only a bug gets here; still roll back
-            self._roll_back(loaded, snapshots)
+        except BaseException as exc:
+            # BaseException: a Ctrl-C in the middle of a restore must not leave half the
+            # objects at the file's state and half at the old one either.
+            problems = self._roll_back(loaded, snapshots)
             md_random.set_rng_state(rng_before)
-            raise CorruptFileError(path, f"saved RNG state is invalid: {exc}") from exc
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: rolled back, and passed on as they are
+            note = f"; rolling back also failed for {', '.join(problems)}" if problems else ""
+            raise StateMismatchError(
+                path, f"object {loaded[-1]!r} refused its saved state ({type(exc).__name__}: "
+                      f"{exc}); nothing was restored{note}") from exc
 
     def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
         failed = []
         for name in reversed(names):
             try:
                 self._objects[name].load_state_dict(snapshots[name])
-            except Exception:
+            except BaseException:  # noqa: BLE001 - reported by name; the rest still roll back
                 failed.append(name)
         return failed
 

@@ -13,7 +13,8 @@ The manager owns a directory of checkpoints of one run (one file name prefix):
 There is no index file: the directory listing and each file's header (step, the clock
 time of the save, its metrics) are the truth, re-read when the manager starts, so a crash
 at any moment cannot leave an index that disagrees with the files.  The hidden temporary
-files of saves that were interrupted are never mistaken for checkpoints, and are removed.
+files of saves that were interrupted are never mistaken for checkpoints, and are removed
+once their writer is gone (never while another process is still writing them).
 
 With ``async_save=True`` the snapshot is taken in the caller's thread (so it is exactly
 the state at ``step``) and written by a :class:`~minidl.checkpoint.async_writer.
@@ -36,7 +37,8 @@ from minidl.checkpoint import data_parallel, naming, sharded
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
-from minidl.io import CheckpointError, CorruptFileError, MissingFileError, read_header
+from minidl.io import CheckpointError, MissingFileError, read_header
+from minidl.io.atomic import temp_is_abandoned
 
 
 def _plain_metrics(metrics) -> dict:
@@ -118,10 +120,14 @@ class CheckpointManager:
             return []
 
     def _remove_leftovers(self, names: list[str]) -> None:
+        # Only abandoned temporary files: one whose writer still runs is another process's
+        # save in progress (a trainer beside this evaluator), never ours to touch.
         is_ours = lambda name: naming.parse_name(self.prefix, name) is not None  # noqa: E731
         leftover_shards = set(sharded.leftover_shards(names, is_ours))
         for name in names:
-            if naming.is_leftover_temp(self.prefix, name) or name in leftover_shards:
+            abandoned = (naming.is_leftover_temp(self.prefix, name)
+                         and temp_is_abandoned(self.directory, name))
+            if abandoned or name in leftover_shards:
                 try:
                     os.remove(os.path.join(self.directory, name))
                 except OSError:
@@ -286,16 +292,15 @@ class CheckpointManager:
     def restore_latest(self, strict: bool = True) -> int | None:
         """Restore the newest sound checkpoint; returns its step, or None when there is none.
 
-        A checkpoint that cannot be read (damaged, truncated, vanished) is skipped with a
-        warning.  A file that is sound but does not fit the tracked objects, or a wrong key,
-        is an error (older files would not fit either).  Raises ``CheckpointError`` when
-        checkpoints exist but none of them is sound.
+        Any checkpoint that cannot be restored (damaged, truncated, of another kind, a wrong
+        key, a state that does not fit the tracked objects) is skipped with a warning naming
+        the file and why, and the next older one is tried.  A file that vanishes while it is
+        read (another process's retention deleted it) makes the manager list the directory
+        again.  Raises ``CheckpointError`` when checkpoints exist but none can be restored.
         """
         self.wait()
-        self._refresh()
-        with self._lock:
-            candidates = list(reversed(self._records))
-        return self._restore_on_every_rank(candidates, strict, "newest")
+        return self._restore_on_every_rank(lambda records: list(reversed(records)), strict,
+                                           "newest")
 
     def restore(self, path, strict: bool = True) -> int:
         """Restore the chosen checkpoint file ``path`` (of this run or any other); returns its
@@ -311,37 +316,58 @@ class CheckpointManager:
         if self.policy.monitor is None:
             raise ValueError("restore_best needs the manager to have monitor=")
         self.wait()
-        self._refresh()
-        with self._lock:
-            candidates = self.policy.ranked_best(self._records)
-        return self._restore_on_every_rank(candidates, strict, "best")
+        return self._restore_on_every_rank(self.policy.ranked_best, strict, "best")
 
-    def _restore_on_every_rank(self, candidates, strict: bool, which: str) -> int | None:
+    def _restore_on_every_rank(self, order, strict: bool, which: str) -> int | None:
         try:
-            step = self._restore_first_sound(candidates, strict, which)
+            step = self._restore_first_sound(order, strict, which)
         except BaseException as exc:
             data_parallel.check_same_step(self.directory, None, exc)
             raise
         data_parallel.check_same_step(self.directory, step)
         return step
 
-    def _restore_first_sound(self, candidates: list[CheckpointRecord], strict: bool,
-                             which: str) -> int | None:
-        if not candidates:
+    # A directory that another process keeps changing is listed again at most this often.
+    _MAX_RELISTS = 20
+
+    def _restore_first_sound(self, order, strict: bool, which: str) -> int | None:
+        failures: dict[str, CheckpointError] = {}
+        for _ in range(self._MAX_RELISTS):
+            self._refresh()
+            with self._lock:
+                candidates = order(self._records)
+            if not candidates:
+                break
+            vanished = False
+            for record in candidates:
+                if record.path in failures:
+                    continue  # already reported: an unchanged bad file stays bad
+                try:
+                    info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
+                except CheckpointError as exc:
+                    if isinstance(exc, MissingFileError) and not os.path.lexists(record.path):
+                        # Deleted under us, most likely by a writer's retention that has saved
+                        # a newer file meanwhile: look at the directory again.
+                        vanished = True
+                        break
+                    failures[record.path] = exc
+                    warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
+                                  RuntimeWarning, stacklevel=4)
+                    continue
+                self.last_restored = info
+                self._last_saved_step, self._last_save_time = info.step, self.clock()
+                return info.step
+            if not vanished:
+                break
+        else:
+            raise CheckpointError(self.directory, f"checkpoints '{self.prefix}-*' kept vanishing "
+                                                  f"while being read ({self._MAX_RELISTS} tries)")
+        if not failures:
             return None
-        for record in candidates:
-            try:
-                info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
-            except (CorruptFileError, MissingFileError) as exc:
-                warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
-                              RuntimeWarning, stacklevel=3)
-                continue
-            self.last_restored = info
-            self._last_saved_step, self._last_save_time = info.step, self.clock()
-            return info.step
-        raise CheckpointError(self.directory, f"none of the {len(candidates)} checkpoint(s) "
-                                              f"'{self.prefix}-*' can be read (the {which} was "
-                                              f"{os.path.basename(candidates[0].path)})")
+        newest = next(iter(failures.values()))
+        raise CheckpointError(self.directory, f"none of the {len(failures)} checkpoint(s) "
+                                              f"'{self.prefix}-*' can be restored (the {which}: "
+                                              f"{newest})") from newest
 
     def __repr__(self) -> str:
         return (f"CheckpointManager({self.directory!r}, prefix={self.prefix!r}, "

@@ -63,7 +63,8 @@ def file_name(prefix: str, step: int, epoch: int | None = None,
     return f"{prefix}{epoch_part}{batch_part}-step{step:0{STEP_DIGITS}d}{EXTENSION}"
 
 
-_POSITION = r"(?:-epoch(\d+)(?:-batch(\d+))?)?-step(\d+)"
+# [0-9], not \d: \d also matches the digits of other scripts, which int() accepts.
+_POSITION = r"(?:-epoch([0-9]+)(?:-batch([0-9]+))?)?-step([0-9]+)"
 
 
 def _pattern(prefix: str) -> re.Pattern:
@@ -89,7 +90,7 @@ def is_leftover_temp(prefix: str, name: str) -> bool:
 
 def run_prefixes(prefix: str, names) -> set[str]:
     """Every run prefix (``prefix``, ``prefix_2``, ...) that has a checkpoint among ``names``."""
-    pattern = re.compile(re.escape(prefix) + r"(_\d+)?" + _POSITION + re.escape(EXTENSION))
+    pattern = re.compile(re.escape(prefix) + r"(_[0-9]+)?" + _POSITION + re.escape(EXTENSION))
     found = set()
     for name in names:
         match = pattern.fullmatch(name)

@@ -68,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def printable(text) -> str:
+    """``text`` safe to print on a terminal: control characters (escape sequences that
+    could recolour, retitle or rewrite the screen), bidi overrides and other invisible
+    characters a file may put in its names are shown escaped, as Python's repr does."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 def add_key_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--key-file`` option shared by commands that may read encrypted files."""
     parser.add_argument("--key-file", metavar="PATH",

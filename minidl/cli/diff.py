@@ -66,7 +66,7 @@ def metadata_differences(a, b, path: str = "", show=repr) -> list[str]:
 
 
 def run(args) -> int:
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError, read_contents
 
     key = read_key(args)
@@ -74,7 +74,7 @@ def run(args) -> int:
         info_a, tensors_a = read_contents(args.a, mmap=True, verify=True, key=key)
         info_b, tensors_b = read_contents(args.b, mmap=True, verify=True, key=key)
     except (CheckpointError, OSError) as error:
-        print(f"minidl diff: {error}", file=sys.stderr)
+        print(f"minidl diff: {printable(error)}", file=sys.stderr)
         return 2
     lines = []
     if info_a.kind != info_b.kind:
@@ -97,7 +97,7 @@ def run(args) -> int:
         from minidl.cli.compact import group_list_differences, limit_lines
         lines = limit_lines(group_list_differences(lines), "differences")
     for line in lines:
-        print(line)
+        print(printable(line))
     if not lines:
         print("identical")
     return 1 if lines else 0

@@ -62,19 +62,19 @@ def run(args) -> int:
     import numpy as np
 
     import minidl
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.onnx import UnsupportedOperatorError, export_onnx
 
     try:
         shapes = [_shape(text) for text in args.input_shape]
         dtype = np.dtype(args.input_dtype)
     except (ValueError, TypeError) as error:
-        print(f"minidl export-onnx: {error}", file=sys.stderr)
+        print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 2
     try:
         model = _load(args.model, read_key(args))
     except (minidl.CheckpointError, OSError) as error:
-        print(f"minidl export-onnx: {error}", file=sys.stderr)
+        print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 1
     examples = [minidl.tensor(np.zeros(shape, dtype)) for shape in shapes]
     try:
@@ -82,7 +82,7 @@ def run(args) -> int:
                     opset=args.opset, dynamic_batch=not args.static_batch,
                     external_data_threshold=args.external_data_threshold)
     except (UnsupportedOperatorError, ValueError, TypeError, OSError) as error:
-        print(f"minidl export-onnx: {error}", file=sys.stderr)
+        print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 1
     print(f"wrote {args.output}")
     return 0

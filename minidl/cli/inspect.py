@@ -50,35 +50,36 @@ def describe(info) -> dict:
 
 
 def run(args) -> int:
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError, read_header
 
     try:
         info = read_header(args.file, key=read_key(args))
     except (CheckpointError, OSError) as error:
-        print(f"minidl inspect: {error}", file=sys.stderr)
+        print(f"minidl inspect: {printable(error)}", file=sys.stderr)
         return 1
     summary = describe(info)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"file:      {summary['file']}")
-    print(f"kind:      {summary['kind']}")
+    print(f"file:      {printable(summary['file'])}")
+    print(f"kind:      {printable(summary['kind'])}")
     print(f"version:   {summary['version']}{'  (encrypted)' if info.encrypted else ''}")
     total = sum(t["bytes"] for t in summary["tensors"])
     print(f"tensors:   {len(summary['tensors'])} ({total:,} bytes)")
     from minidl.cli.compact import format_tree, limit_lines
 
-    width = max([len(t["name"]) for t in summary["tensors"]] + [4])
+    names = [printable(t["name"]) for t in summary["tensors"]]
+    width = max([len(name) for name in names] + [4])
     rows = []
-    for t in summary["tensors"]:
+    for name, t in zip(names, summary["tensors"]):
         shape = "(" + ", ".join(map(str, t["shape"])) + ("," if len(t["shape"]) == 1 else "") + ")"
-        rows.append(f"  {t['name']:<{width}}  {t['dtype']:<8}  {shape}")
+        rows.append(f"  {name:<{width}}  {t['dtype']:<8}  {shape}")
     for row in rows if args.full else limit_lines(rows, "tensors"):
         print(row)
     print("metadata:")
     lines = (json.dumps(summary["metadata"], indent=2, default=str).splitlines() if args.full
              else format_tree(summary["metadata"]))
     for line in lines:
-        print(f"  {line}")
+        print(f"  {printable(line)}")
     return 0

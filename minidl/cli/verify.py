@@ -19,16 +19,16 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError, verify_file
 
     try:
         info = verify_file(args.file, key=read_key(args))
     except (CheckpointError, OSError) as error:
-        print(f"minidl verify: FAILED: {error}", file=sys.stderr)
+        print(f"minidl verify: FAILED: {printable(error)}", file=sys.stderr)
         return 1
     if not args.quiet:
         total = sum(e.length for e in info.entries)
-        print(f"{info.path}: OK ({info.kind}, version {info.version}, "
+        print(f"{printable(info.path)}: OK ({info.kind}, version {info.version}, "
               f"{len(info.entries)} tensors, {total:,} bytes verified)")
     return 0

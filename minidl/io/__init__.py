@@ -15,7 +15,7 @@ from minidl.io.errors import (
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError,
     MissingFileError, ModelSpecError, NotAMinidlFileError, UnsafeFileError,
     UnsupportedVersionError, WrongKindError)
-from minidl.io.header import TensorRef
+from minidl.io.header import TensorRef, get_header_memory_limit, set_header_memory_limit
 from minidl.io.layout import MAJOR_VERSION, MINOR_VERSION
 from minidl.io.models import load_model, save_model
 from minidl.io.reader import FileHeader, read_contents, read_file, read_header, verify_file
@@ -26,7 +26,7 @@ __all__ = [
     "save", "load", "save_model", "load_model",
     "write_file", "read_file", "read_contents", "read_header", "verify_file", "FileHeader",
     "TensorRef", "encode_value", "decode_value", "write_atomically",
-    "MAJOR_VERSION", "MINOR_VERSION",
+    "MAJOR_VERSION", "MINOR_VERSION", "set_header_memory_limit", "get_header_memory_limit",
     "CheckpointError", "MissingFileError", "CorruptFileError", "NotAMinidlFileError",
     "ChecksumMismatchError", "UnsupportedVersionError", "UnsafeFileError", "DecryptionError",
     "WrongKindError", "ModelSpecError",

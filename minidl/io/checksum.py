@@ -128,8 +128,47 @@ class StreamingChecksum:
         return finish(acc, nbytes)
 
 
+_MASK = 0xFFFFFFFFFFFFFFFF
+
+# Below this size plain Python integers beat NumPy's per-call overhead: files with many
+# small tensors (and every index entry's descriptor) take this path.
+SMALL_BYTES = 256
+
+
+def _mix64_int(z: int) -> int:
+    """``mix64`` on one Python integer."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _checksum_small(raw: bytes) -> int:
+    nbytes = len(raw)
+    padded = raw + bytes(-nbytes % 8)
+    acc = 0
+    for index in range(len(padded) // 8):
+        word = int.from_bytes(padded[8 * index:8 * index + 8], "little")
+        acc += _mix64_int(word ^ ((index * 0x9E3779B97F4A7C15) & _MASK))
+    return _mix64_int((acc & _MASK) ^ nbytes)
+
+
 def checksum(data) -> int:
-    """The digest of a contiguous buffer (fast path for large buffers)."""
+    """The digest of a contiguous buffer (fast paths for small and for large buffers)."""
+    if isinstance(data, (bytes, bytearray, memoryview)) and len(data) <= SMALL_BYTES:
+        return _checksum_small(bytes(data))
     stream = StreamingChecksum()
     stream.update(data)
     return stream.digest()
+
+
+def tensor_checksum(data_checksum: int, name: str, dtype: str, shape) -> int:
+    """An index entry's checksum (format version 2): the stored bytes' checksum bound to
+    the name, dtype and shape that say what those bytes mean.
+
+    ``descriptor = UTF-8(name + "\\0" + dtype + "\\0" + dims joined by ",")`` and the result
+    is ``mix64(data_checksum XOR checksum(descriptor))``: a header whose dtype was changed
+    from ``float32`` to ``int32`` (same bytes, header checksum recomputed) no longer matches
+    its tensor, so the bytes can never be read as something they are not.
+    """
+    descriptor = "\0".join([name, dtype, ",".join(str(int(d)) for d in shape)])
+    return _mix64_int(data_checksum ^ checksum(descriptor.encode("utf-8")))

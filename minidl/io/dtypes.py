@@ -17,9 +17,15 @@ ALLOWED_DTYPES: dict[str, np.dtype] = {
 }
 
 
+_NAME_OF = {dtype: name for name, dtype in ALLOWED_DTYPES.items()}
+
+
 def dtype_name(dtype: np.dtype) -> str:
     """The on-disk name of a NumPy dtype, or TypeError if it is not allowed."""
     dtype = np.dtype(dtype)
+    known = _NAME_OF.get(dtype)  # fast path (``dtype.name`` is slow): files with many tensors
+    if known is not None:
+        return known
     name = dtype.name if dtype.fields is None and dtype.subdtype is None else None
     if name not in ALLOWED_DTYPES or dtype.kind not in "biuf":
         raise TypeError(f"dtype {dtype!r} cannot be stored; allowed: {', '.join(ALLOWED_DTYPES)}")

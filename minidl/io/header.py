@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import msgpack
 import numpy as np
@@ -30,7 +31,10 @@ ENCRYPTION_CHUNK = 1 << 22
 GCM_TAG_SIZE = 16
 
 REQUIRED_KEYS = ("kind", "metadata", "tensors")
+# Every kind of file the format defines (SPEC sections 6 and 9); any other is refused.
+KINDS = ("values", "model", "checkpoint", "checkpoint-shard")
 ENTRY_KEYS = ("name", "dtype", "shape", "offset", "length", "checksum")
+_KNOWN_SETS = {keys: frozenset(keys) for keys in (REQUIRED_KEYS, ENTRY_KEYS)}
 
 # Fields that would ask a loader to lower its guard or to run code.  They are refused
 # wherever a header or an index entry carries them, whatever the minor version.
@@ -97,27 +101,68 @@ def _pack_default(obj):
 def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
     """Serialise a header map; TypeError/ValueError when it holds unstorable values."""
     header = {"kind": kind, "metadata": metadata, "tensors": entries}
-    check_plain_tree(header, where="header")
-    return msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
+    decoded_cost = check_plain_tree(header, where="header")
+    packed = msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
+    if decoded_cost + len(packed) > max(_decoded_limit,
+                                        DECODED_BYTES_PER_HEADER_BYTE * len(packed)):
+        raise ValueError("the header holds more small maps, arrays and items than readers "
+                         "decode (see minidl.io.set_header_memory_limit); store large data "
+                         "as arrays, not metadata")
+    return packed
 
 
-def check_plain_tree(tree, where: str) -> None:
-    """Refuse (TypeError/ValueError) trees the reader would refuse: non-str keys, too deep."""
+def check_plain_tree(tree, where: str) -> int:
+    """Refuse (TypeError/ValueError) trees the reader would refuse: non-str keys, too deep.
+    Returns the decoding cost a reader will estimate for the containers and items."""
     stack = [(tree, 1)]
+    containers = items = 0
     while stack:
         node, depth = stack.pop()
         if depth > layout.MAX_NESTING:
             raise ValueError(f"{where} is nested deeper than {layout.MAX_NESTING} levels")
         if isinstance(node, dict):
+            containers, items = containers + 1, items + 2 * len(node)
             for k, v in node.items():
                 if not isinstance(k, str):
                     raise TypeError(f"{where}: dict keys must be str, got {type(k).__name__} {k!r}")
                 stack.append((v, depth + 1))
         elif isinstance(node, (list, tuple)):
+            containers, items = containers + 1, items + len(node)
             stack.extend((v, depth + 1) for v in node)
+    return containers * CONTAINER_COST + items * ITEM_COST
 
 
 # -------------------------------------------------------------------------- unpacking
+
+# What decoding may cost.  msgpack is dense -- an empty map is one byte, a Python dict
+# over a hundred -- so a header's byte cap alone would let 256 MiB of empty maps cost
+# 36 GiB.  Decoding therefore keeps an estimate of the memory it has built (per map or
+# array, per element, plus the bytes of strings) and stops once it passes
+# ``max(limit, DECODED_BYTES_PER_HEADER_BYTE * header size)``; each container's length is
+# capped too, so that no single array is preallocated past the budget.  The constants
+# are close to CPython's real costs (a dict or list object, a slot plus a small object).
+CONTAINER_COST = 128
+ITEM_COST = 56
+DECODED_BYTES_PER_HEADER_BYTE = 24
+DEFAULT_DECODED_LIMIT = 64 << 20
+_decoded_limit = DEFAULT_DECODED_LIMIT
+
+
+def set_header_memory_limit(limit: int) -> int:
+    """Let headers decode to (an estimated) ``limit`` bytes of Python objects, or 24 times
+    their own size if that is more; returns the previous limit.  The default, 64 MiB, is
+    far above what minidl itself writes; raise it for files with huge metadata trees."""
+    global _decoded_limit
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ValueError(f"the header memory limit must be a positive int, got {limit!r}")
+    previous, _decoded_limit = _decoded_limit, limit
+    return previous
+
+
+def get_header_memory_limit() -> int:
+    """The current limit of :func:`set_header_memory_limit`."""
+    return _decoded_limit
+
 
 class _Refused(Exception):
     """Raised inside msgpack hooks; turned into a CheckpointError naming the file."""
@@ -127,13 +172,40 @@ class _Refused(Exception):
         self.error_type, self.problem = error_type, problem
 
 
-def _pairs_without_duplicates(pairs):
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Refused(CorruptFileError, f"header has a duplicate map key {key!r}")
-        result[key] = value
-    return result
+class _DecodeBudget:
+    """The msgpack container hooks: count what decoding builds, and refuse keys that are
+    not strings and duplicate keys, as soon as each map or array is complete."""
+
+    def __init__(self, header_size: int):
+        self.limit = max(_decoded_limit, DECODED_BYTES_PER_HEADER_BYTE * header_size)
+        self.spent = header_size  # strings and binaries cost at most their bytes again
+
+    def _spend(self, items: int) -> None:
+        self.spent += CONTAINER_COST + ITEM_COST * items
+        if self.spent > self.limit:
+            raise _Refused(CorruptFileError, f"header decodes to more than {self.limit} bytes "
+                                             f"of objects (raise the limit with minidl.io."
+                                             f"set_header_memory_limit if the file is trusted)")
+
+    def pairs(self, pairs):
+        self._spend(2 * len(pairs))
+        result = dict(pairs)
+        # msgpack also allows binary keys; the format does not (and code that reads the
+        # header, like ``key.startswith``, would trip over them), so they are damage.
+        if len(result) != len(pairs) or not all(map(isinstance, result, repeat(str))):
+            seen = set()
+            for key, _ in pairs:
+                if not isinstance(key, str):
+                    raise _Refused(CorruptFileError, f"header has a map key that is not a "
+                                                     f"string ({type(key).__name__} {key!r:.40})")
+                if key in seen:
+                    raise _Refused(CorruptFileError, f"header has a duplicate map key {key!r}")
+                seen.add(key)
+        return result
+
+    def array(self, items):
+        self._spend(len(items))
+        return items
 
 
 def _ext_hook(code, data):
@@ -145,42 +217,63 @@ def _ext_hook(code, data):
         raise _Refused(CorruptFileError, "tensor reference is not valid UTF-8") from None
 
 
-_PLAIN_LEAVES = (str, bytes, int, float, bool, type(None), TensorRef)
+# Exact types: msgpack builds no subclasses, so anything else (a Timestamp) is foreign.
+_PLAIN_LEAF_TYPES = frozenset({str, bytes, int, float, bool, type(None), TensorRef})
 
 
 def unpack_header(path, raw: bytes) -> dict:
-    """Decode header bytes into a plain tree, refusing anything not plain data."""
-    limit = len(raw)
+    """Decode header bytes into a plain tree, refusing anything not plain data, and
+    stopping early when the decoded tree would cost far more memory than its bytes."""
+    budget = _DecodeBudget(len(raw))
+    max_items = min(len(raw), budget.limit // ITEM_COST)
     try:
         tree = msgpack.unpackb(
             raw, raw=False, unicode_errors="strict", strict_map_key=True, use_list=True,
-            object_pairs_hook=_pairs_without_duplicates, ext_hook=_ext_hook,
-            max_str_len=limit, max_bin_len=limit, max_array_len=limit, max_map_len=limit,
-            max_ext_len=limit)
+            object_pairs_hook=budget.pairs, list_hook=budget.array, ext_hook=_ext_hook,
+            max_str_len=len(raw), max_bin_len=len(raw), max_array_len=max_items,
+            max_map_len=max_items // 2, max_ext_len=len(raw))
     except _Refused as refused:
         raise refused.error_type(path, refused.problem) from None
     except RecursionError:
         raise CorruptFileError(path, "header is nested too deeply") from None
+    except ValueError as exc:
+        if "exceeds max_" not in str(exc):  # msgpack's words for a length over our caps
+            raise CorruptFileError(path, f"header is not valid msgpack ({exc})") from None
+        raise CorruptFileError(path, f"header holds a map or array longer than the "
+                                     f"{budget.limit}-byte decoding budget allows ({exc}; raise "
+                                     f"it with minidl.io.set_header_memory_limit if the file is "
+                                     f"trusted)") from None
     except Exception as exc:  # msgpack reports malformed input with several types
         raise CorruptFileError(path, f"header is not valid msgpack ({exc})") from None
-    _check_decoded_tree(path, tree)
     if not isinstance(tree, dict):
         raise CorruptFileError(path, "header is not a msgpack map")
+    _check_decoded_tree(path, tree)
+    # One tree, one encoding: re-encoding must give back the very bytes.  This refuses
+    # 32-bit floats (the format's floats are 64-bit) and values stored longer than needed,
+    # so no two headers differ in bytes but not in meaning.
+    if msgpack.packb(tree, use_bin_type=True, default=_pack_default) != raw:
+        raise CorruptFileError(path, "header is not in msgpack's shortest form (a 32-bit "
+                                     "float, or a value stored in more bytes than needed)")
     return tree
 
 
 def _check_decoded_tree(path, tree) -> None:
-    stack = [(tree, 1)]
+    """Depth and leaf types, depth first with one iterator per open level: memory grows
+    with the nesting (at most MAX_NESTING), never with the number of items."""
+    stack = [iter(tree.values())]
     while stack:
-        node, depth = stack.pop()
-        if depth > layout.MAX_NESTING:
-            raise CorruptFileError(path, f"header is nested deeper than {layout.MAX_NESTING}")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-        elif not isinstance(node, _PLAIN_LEAVES):
-            raise UnsafeFileError(path, f"header holds a {type(node).__name__}, not plain data")
+        for node in stack[-1]:  # resumes where this level's iterator stopped
+            kind = type(node)
+            if kind is dict or kind is list:
+                if len(stack) + 1 > layout.MAX_NESTING:  # the depth of `node`, root = 1
+                    raise CorruptFileError(path, f"header is nested deeper than "
+                                                 f"{layout.MAX_NESTING}")
+                stack.append(iter(node.values() if kind is dict else node))
+                break
+            if kind not in _PLAIN_LEAF_TYPES:
+                raise UnsafeFileError(path, f"header holds a {kind.__name__}, not plain data")
+        else:
+            stack.pop()
 
 
 # ------------------------------------------------------------------------- validation
@@ -190,6 +283,8 @@ def _is_int(value) -> bool:
 
 
 def _check_keys(path, mapping: dict, known: tuple, where: str, newer_minor: bool) -> None:
+    if mapping.keys() == _KNOWN_SETS[known]:  # the usual case, checked in C: nothing to refuse
+        return
     for key in mapping:
         if key in FORBIDDEN_KEYS or key.startswith("__"):
             raise UnsafeFileError(path, f"{where} carries the field {key!r}, which a minidl "
@@ -209,8 +304,9 @@ def validate_header(path, tree: dict, prelude: layout.Prelude, file_size: int) -
     newer_minor = prelude.minor > layout.MINOR_VERSION
     _check_keys(path, tree, REQUIRED_KEYS, "header", newer_minor)
     kind, metadata, raw_entries = tree["kind"], tree["metadata"], tree["tensors"]
-    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
-        raise CorruptFileError(path, "header field 'kind' must be a short string")
+    if kind not in KINDS:
+        raise CorruptFileError(path, f"header field 'kind' is {str(kind)[:64]!r}, not one of "
+                                     f"{', '.join(map(repr, KINDS))}")
     if not isinstance(metadata, dict):
         raise CorruptFileError(path, "header field 'metadata' must be a map")
     if not isinstance(raw_entries, list):
@@ -261,7 +357,7 @@ def _validate_entry(path, raw, position, prelude, newer_minor, data_size) -> Ten
     shape = raw["shape"]
     if not isinstance(shape, list) or len(shape) > layout.MAX_NDIM:
         raise CorruptFileError(path, f"{where} has an invalid shape")
-    if not all(_is_int(d) and d >= 0 for d in shape):
+    if not (all(map(_is_int, shape)) and min(shape, default=0) >= 0):
         raise CorruptFileError(path, f"{where} has a shape with negative or non-integer dims: {shape}")
     # Python integers cannot overflow, so the product is exact however hostile the dims;
     # comparing it to the bytes actually present rejects absurd shapes before any allocation.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 
-from minidl.io.errors import (
-    CheckpointError, CorruptFileError, ModelSpecError, WrongKindError)
-from minidl.io.reader import read_contents
+from minidl.io import layout
+from minidl.io.errors import CheckpointError, CorruptFileError, ModelSpecError, WrongKindError
+from minidl.io.reader import open_regular_file, read_contents
 from minidl.io.writer import write_file
 
 ONNX_SUFFIX = ".onnx"
@@ -47,50 +47,122 @@ def model_contents(path, metadata: dict, tensors: dict) -> dict:
     return {"spec": spec, "state_dict": dict(tensors)}
 
 
-def _looks_like_onnx(path: str) -> bool:
-    if path.lower().endswith(ONNX_SUFFIX):
-        return True
-    try:
-        with open(path, "rb") as file:
-            start = file.read(8)
-    except OSError:
-        return False
-    # An ONNX model is a protobuf whose first field is ir_version (field 1, varint):
-    # tag byte 0x08.  minidl files start with their own magic instead.
-    return start[:1] == b"\x08"
+def _file_format(path: str) -> str:
+    """``"minidl"`` or ``"onnx"``, decided by the file's first bytes, never by its name alone.
 
-
-def load_model(path, *, key: bytes | None = None, mmap: bool = False,
-               verify: bool | None = None):
-    """Rebuild a module from a model file alone (``.onnx`` files go to the ONNX importer).
-
-    The module is returned in eval mode.  Every problem with a minidl file, including a
-    layer type that is not registered or arguments it rejects, raises a
-    ``CheckpointError`` naming the file.
+    A minidl file starts with its magic; one whose magic is damaged in a single byte is still
+    a (damaged) minidl file, and the minidl reader says so.  An ONNX model is a protobuf
+    whose first field is ir_version (field 1, varint): tag byte 0x08.  The ``.onnx``
+    extension only decides for files that are neither.
     """
-    path = os.fspath(path)
-    if _looks_like_onnx(path):
-        from minidl.onnx import import_model
+    with open_regular_file(path) as file:
+        try:
+            start = file.read(len(layout.MAGIC))
+        except OSError as exc:
+            raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    matching = sum(a == b for a, b in zip(start, layout.MAGIC))
+    if len(start) == len(layout.MAGIC) and matching >= len(layout.MAGIC) - 1:
+        return "minidl"
+    if start[:1] == b"\x08" or path.lower().endswith(ONNX_SUFFIX):
+        return "onnx"
+    return "minidl"  # the reader explains what is wrong with it
 
+
+def _import_onnx(path: str):
+    """The ONNX importer, with every failure reported as a ``CheckpointError``."""
+    try:
+        from minidl.onnx import import_model
+    except ImportError as exc:
+        raise CheckpointError(path, f"cannot import ONNX models: {exc}") from None
+    try:
         return import_model(path)
-    info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
+    except CheckpointError:
+        raise
+    except (MemoryError, RecursionError) as exc:
+        raise CorruptFileError(path, f"ONNX model is too large or too deeply nested to "
+                                     f"import ({type(exc).__name__})") from None
+    except Exception as exc:  # a bad protobuf, an unsupported operator, unsafe external data
+        raise ModelSpecError(path, f"cannot import the ONNX model: {type(exc).__name__}: "
+                                   f"{exc}") from exc
+
+
+def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bool = True):
+    """Rebuild a module from a model file alone (ONNX models go to the ONNX importer).
+
+    The file is trusted only as far as it was checked, in this order: the header; the
+    topology, built from the closed registry with placeholders instead of weights (no
+    memory, no random initialisation, the global RNG untouched); every parameter and buffer
+    the topology implies against the file's tensor index (names, shapes, dtypes); only then
+    are the tensors read, every checksum verified -- a model is always verified, so
+    ``verify=False`` is refused -- and used as the module's weights without another copy.
+    ``mmap=True`` maps them copy-on-write.  The module is returned in eval mode.  Every
+    problem with the file raises a ``CheckpointError`` naming it.
+    """
+    if verify is not True and verify is not None:
+        raise ValueError("load_model always verifies the file: a model's weights are trusted "
+                         "as a model; use minidl.load(path, verify=False) to read raw arrays")
+    path = os.fspath(path)
+    if _file_format(path) == "onnx":
+        return _import_onnx(path)
+    from minidl import random as md_random
+
+    rng_state = md_random.get_rng_state()
+    try:
+        built = {}
+        _, tensors = read_contents(path, mmap=mmap, verify=True, key=key, writable=True,
+                                   before_data=lambda info: built.update(
+                                       module=_build_for(path, info)))
+        module = built["module"]
+        try:
+            module.load_state_dict(tensors, strict=True, assign=True)
+        except Exception as exc:  # checked against the index already: only a bug gets here
+            raise ModelSpecError(path, f"weights do not fit the topology: "
+                                       f"{type(exc).__name__}: {exc}") from None
+    finally:
+        # Building draws nothing under skip_init, but a user's registered layer might:
+        # loading a model must never shift the random stream of the program around it.
+        md_random.set_rng_state(rng_state)
+    if callable(getattr(module, "eval", None)):
+        module.eval()
+    return module
+
+
+def _build_for(path: str, info):
+    """The module a model file's header describes, with placeholder weights, after checking
+    that its index holds exactly the tensors the module needs (nothing read yet)."""
     if info.kind != "model":
         raise WrongKindError(path, f"holds a {info.kind!r} file, not a model (use minidl.load)")
-    contents = model_contents(path, info.metadata, tensors)
+    spec = model_contents(path, info.metadata, {})["spec"]
     try:
+        from minidl.nn import init
         from minidl.nn.spec import module_from_spec
     except ImportError as exc:
         raise CheckpointError(path, f"cannot rebuild models: {exc}") from None
     try:
-        module = module_from_spec(contents["spec"])
+        with init.skip_init():
+            module = module_from_spec(spec)
     except Exception as exc:  # unknown type, bad args, or a user layer's own complaint
         raise ModelSpecError(path, f"cannot rebuild the model's topology: "
                                    f"{type(exc).__name__}: {exc}") from None
-    try:
-        module.load_state_dict(contents["state_dict"], strict=True)
-    except Exception as exc:
-        raise ModelSpecError(path, f"weights do not fit the topology: "
-                                   f"{type(exc).__name__}: {exc}") from None
-    if callable(getattr(module, "eval", None)):
-        module.eval()
+    check_index_fits(path, module.state_dict(), info.entries)
     return module
+
+
+def check_index_fits(path, state: dict, entries) -> None:
+    """Refuse a file whose tensor index is not exactly ``state``'s names, shapes and dtypes."""
+    indexed = {entry.name: entry for entry in entries}
+    missing = [name for name in state if name not in indexed]
+    unexpected = [name for name in indexed if name not in state]
+    problems = []
+    if missing:
+        problems.append(f"missing {', '.join(map(repr, missing[:10]))}")
+    if unexpected:
+        problems.append(f"unexpected {', '.join(map(repr, unexpected[:10]))}")
+    for name, array in state.items():
+        entry = indexed.get(name)
+        if entry is not None and (entry.shape != array.shape or entry.dtype != array.dtype):
+            problems.append(f"{name!r}: {entry.dtype.name}{list(entry.shape)} in the file, "
+                            f"{array.dtype.name}{list(array.shape)} in the topology")
+    if problems:
+        raise ModelSpecError(path, "the tensors do not fit the topology: "
+                                   + "; ".join(problems[:10]))

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import mmap as mmap_module
 import os
+import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from minidl.io import crypto, layout
-from minidl.io.checksum import StreamingChecksum, checksum
+from minidl.io.dtypes import dtype_name
+from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.errors import (
     ChecksumMismatchError, CheckpointError, CorruptFileError, DecryptionError,
     MissingFileError, NotAMinidlFileError, UnsupportedVersionError, WrongKindError)
@@ -54,15 +56,38 @@ class FileHeader:
         return self.prelude.encrypted
 
 
-def _open(path):
+def open_regular_file(path):
+    """Open ``path`` for binary reading, refusing anything that is not a regular file.
+
+    A FIFO, a socket or a device would block the reader forever or feed it endless bytes,
+    and checking with ``os.stat`` first leaves a window in which the name can be swapped.
+    So the file is opened without blocking (``O_NONBLOCK`` makes opening a FIFO return at
+    once), the open descriptor is checked with ``fstat``, and only a regular file is
+    switched back to ordinary blocking reads.
+    """
+    flags = (os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_NOCTTY", 0))
     try:
-        return open(path, "rb")
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise MissingFileError(path, "no such file") from None
     except IsADirectoryError:
         raise MissingFileError(path, "is a directory, not a minidl file") from None
     except OSError as exc:
         raise CheckpointError(path, f"cannot open: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise MissingFileError(path, "is a directory, not a minidl file")
+        if not stat.S_ISREG(mode):
+            raise NotAMinidlFileError(path, "is not a regular file (a pipe, socket or device "
+                                            "is never read as a minidl file)")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_exactly(path, file, size: int, what: str) -> bytes:
@@ -83,13 +108,21 @@ def _read_prelude(path, file, file_size: int) -> layout.Prelude:
     magic, prelude = layout.Prelude.unpack(raw)
     if magic != layout.MAGIC:
         raise NotAMinidlFileError(path, "not a minidl file (wrong magic bytes)")
-    if prelude.major != layout.MAJOR_VERSION:
+    if prelude.major not in layout.READABLE_MAJOR_VERSIONS:
         raise UnsupportedVersionError(
             path, f"format version {prelude.major}.{prelude.minor} is not supported; this "
-                  f"reader understands major version {layout.MAJOR_VERSION}")
+                  f"reader understands major versions "
+                  f"{', '.join(map(str, layout.READABLE_MAJOR_VERSIONS))}")
+    # From version 2 on the prelude carries its own checksum, so a flipped bit in the
+    # version, flags or lengths is reported as damage instead of being believed.  (A
+    # version 2 file damaged into claiming version 1 still fails: its checksum sits in
+    # bytes that version 1 requires to be zero.)
+    if prelude.major >= 2 and prelude.stored_checksum != layout.computed_prelude_checksum(raw):
+        raise ChecksumMismatchError(path, "prelude checksum mismatch: the first 64 bytes "
+                                          "(version, flags, header length) are damaged")
     if prelude.flags & ~layout.KNOWN_FLAGS:
         raise UnsupportedVersionError(path, f"file uses unknown feature flags {prelude.flags:#x}")
-    if prelude.reserved != bytes(len(prelude.reserved)):
+    if prelude.unused_bytes != bytes(len(prelude.unused_bytes)):
         raise CorruptFileError(path, "reserved prelude bytes are not zero")
     if not prelude.encrypted and prelude.nonce_base != bytes(layout.NONCE_SIZE):
         raise CorruptFileError(path, "nonce field is set in an unencrypted file")
@@ -144,14 +177,34 @@ def read_header(path, *, key: bytes | None = None) -> FileHeader:
     does at open).  Raises ``CheckpointError`` subclasses on any problem.
     """
     path = os.fspath(path)
-    with _open(path) as file:
+    with open_regular_file(path) as file:
         return _read_header(path, file, key)
 
 
-def _check_tensor(path, entry: TensorEntry, stored) -> None:
-    if checksum(stored) != entry.checksum:
+def expected_data_checksum(info: "FileHeader", entry: TensorEntry, data_checksum: int) -> int:
+    """What the index must say for bytes whose plain checksum is ``data_checksum``.
+
+    Version 2 binds the bytes to the entry's name, dtype and shape; version 1 did not.
+    """
+    if info.prelude.major < 2:
+        return data_checksum
+    return tensor_checksum(data_checksum, entry.name, dtype_name(entry.dtype), entry.shape)
+
+
+def _check_tensor(path, info: "FileHeader", entry: TensorEntry, stored) -> None:
+    if expected_data_checksum(info, entry, checksum(stored) if entry.length else 0) \
+            != entry.checksum:
         raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}: "
                                           "its bytes are damaged")
+    _check_bool_bytes(path, entry, stored)
+
+
+def _check_bool_bytes(path, entry: TensorEntry, plain) -> None:
+    """NumPy reads any non-zero byte as True, but such an array misbehaves (``a == True``
+    is False for a 2); the format allows only the bytes 0 and 1."""
+    if entry.dtype.kind == "b" and entry.nbytes and \
+            np.frombuffer(plain, dtype=np.uint8, count=entry.nbytes).max() > 1:
+        raise CorruptFileError(path, f"bool tensor {entry.name!r} holds bytes other than 0 and 1")
 
 
 def _check_padding(path, padding, where: str) -> None:
@@ -159,18 +212,31 @@ def _check_padding(path, padding, where: str) -> None:
         raise CorruptFileError(path, f"non-zero padding bytes {where}")
 
 
+def _check_gap(path, file, start: int, length: int, where: str) -> None:
+    """The ``length`` padding bytes at ``start`` are zero (SPEC section 4)."""
+    if length:
+        file.seek(start)
+        _check_padding(path, file.read(length), where)
+
+
 def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
     tensors = {}
     data_start = info.prelude.data_start
+    header_end = layout.PRELUDE_SIZE + info.prelude.header_length
     if verify:
-        file.seek(layout.PRELUDE_SIZE + info.prelude.header_length)
-        _check_padding(path, file.read(data_start - file.tell()), "after the header")
+        _check_gap(path, file, header_end, data_start - header_end, "after the header")
     position = 0
     for entry in info.entries:
         if verify:
-            file.seek(data_start + position)
-            _check_padding(path, file.read(entry.offset - position), f"before {entry.name!r}")
+            _check_gap(path, file, data_start + position, entry.offset - position,
+                       f"before {entry.name!r}")
         array = np.empty(entry.shape, dtype=entry.dtype)
+        if not entry.length:  # nothing stored: no I/O, but the index entry is still checked
+            if verify:
+                _check_tensor(path, info, entry, b"")
+            tensors[entry.name] = array
+            position = entry.offset
+            continue
         target = memoryview(array.reshape(-1).view(np.uint8))
         file.seek(data_start + entry.offset)
         done = 0
@@ -180,7 +246,7 @@ def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndar
                 raise CorruptFileError(path, f"file is truncated inside tensor {entry.name!r}")
             done += got
         if verify:
-            _check_tensor(path, entry, target)
+            _check_tensor(path, info, entry, target)
         tensors[entry.name] = array
         position = entry.offset + entry.length
     return tensors
@@ -189,8 +255,16 @@ def _read_plain(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndar
 def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str, np.ndarray]:
     cipher = _cipher_for_reading(path, key)
     base = info.prelude.nonce_base
-    tensors, counter = {}, 1
+    data_start = info.prelude.data_start
+    header_end = layout.PRELUDE_SIZE + info.prelude.header_length
+    if verify:  # padding is not encrypted, hence not authenticated: checked like plain files
+        _check_gap(path, file, header_end, data_start - header_end, "after the header")
+    tensors, counter, position = {}, 1, 0
     for entry in info.entries:
+        if verify:
+            _check_gap(path, file, data_start + position, entry.offset - position,
+                       f"before {entry.name!r}")
+        position = entry.offset + entry.length
         array = np.empty(entry.shape, dtype=entry.dtype)
         target = memoryview(array.reshape(-1).view(np.uint8))
         file.seek(info.prelude.data_start + entry.offset)
@@ -204,16 +278,21 @@ def _read_encrypted(path, file, info: FileHeader, key, verify: bool) -> dict[str
             counter += 1
         # GCM already authenticated every chunk; the checksum tells plain damage
         # apart from a wrong key in the error message, so it is checked first.
-        if verify and stream.digest() != entry.checksum:
+        if verify and expected_data_checksum(info, entry, stream.digest()) != entry.checksum:
             raise ChecksumMismatchError(path, f"checksum mismatch in tensor {entry.name!r}")
+        _check_bool_bytes(path, entry, target)
         tensors[entry.name] = array
     return tensors
 
 
-def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.ndarray]:
+def _map_tensors(path, file, info: FileHeader, verify: bool,
+                 writable: bool) -> dict[str, np.ndarray]:
     if info.file_size == info.prelude.data_start:  # nothing to map (mmap refuses size 0)
         return {e.name: np.empty(e.shape, dtype=e.dtype) for e in info.entries}
-    mapped = mmap_module.mmap(file.fileno(), 0, access=mmap_module.ACCESS_READ)
+    # ACCESS_COPY: pages are shared with the page cache until written, then privately
+    # copied -- writable arrays that never write back to the file.
+    access = mmap_module.ACCESS_COPY if writable else mmap_module.ACCESS_READ
+    mapped = mmap_module.mmap(file.fileno(), 0, access=access)
     data_start = info.prelude.data_start
     if verify:
         _check_padding(path, mapped[layout.PRELUDE_SIZE + info.prelude.header_length:data_start],
@@ -223,7 +302,7 @@ def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.nda
         start = data_start + entry.offset
         if verify:
             _check_padding(path, mapped[data_start + position:start], f"before {entry.name!r}")
-            _check_tensor(path, entry, memoryview(mapped)[start:start + entry.length])
+            _check_tensor(path, info, entry, memoryview(mapped)[start:start + entry.length])
         # Read-only views straight into the page cache: nothing is copied or allocated.
         flat = np.frombuffer(mapped, dtype=entry.dtype, count=entry.nbytes // entry.dtype.itemsize,
                              offset=start)
@@ -232,25 +311,34 @@ def _map_tensors(path, file, info: FileHeader, verify: bool) -> dict[str, np.nda
     return tensors
 
 
-def read_contents(path, *, mmap: bool = False, verify: bool | None = None,
-                  key: bytes | None = None) -> tuple[FileHeader, dict[str, np.ndarray]]:
+def read_contents(path, *, mmap: bool = False, verify: bool = True,
+                  key: bytes | None = None, writable: bool = False,
+                  before_data=None) -> tuple[FileHeader, dict[str, np.ndarray]]:
     """Read a minidl file: its validated header and its tensors by name, in file order.
 
-    ``mmap=True`` maps the file and returns read-only zero-copy arrays; only the header
-    is checked at open unless ``verify=True``.  Without mmap, every checksum is checked
-    unless ``verify=False``.  Encrypted files (``key=``) are always decrypted into memory.
+    Every checksum (and the padding) is verified before anything is returned, whether the
+    tensors are read into memory or mapped (``mmap=True``: read-only zero-copy arrays;
+    verifying reads each mapped byte once, which also brings the pages into the cache).
+    ``verify=False`` skips the tensor checksums -- the header is always checked -- and
+    is the only way to get a truly lazy mapped open; the bytes are then trusted unread.
+    Encrypted files (``key=``) are always decrypted, hence authenticated, into memory.
+    ``writable=True`` makes mapped arrays copy-on-write (writes stay in this process).
+    ``before_data(info)``, if given, is called with the validated header before any tensor
+    byte is read -- the place to refuse a file whose index does not fit what is expected.
     Raises only ``CheckpointError`` subclasses for problems with the file.
     """
     path = os.fspath(path)
-    if verify is None:
-        verify = not mmap
-    with _open(path) as file:
+    if verify is None:  # the former "verify unless mapped" spelling means: verify
+        verify = True
+    with open_regular_file(path) as file:
         info = _read_header(path, file, key)
+        if before_data is not None:
+            before_data(info)
         try:
             if info.encrypted:
                 tensors = _read_encrypted(path, file, info, key, verify)
             elif mmap:
-                tensors = _map_tensors(path, file, info, verify)
+                tensors = _map_tensors(path, file, info, verify, writable)
             else:
                 tensors = _read_plain(path, file, info, verify)
         except OSError as exc:
@@ -260,7 +348,7 @@ def read_contents(path, *, mmap: bool = False, verify: bool | None = None,
     return info, tensors
 
 
-def read_file(path, *, mmap: bool = False, verify: bool | None = None,
+def read_file(path, *, mmap: bool = False, verify: bool = True,
               key: bytes | None = None, kind: str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """Read a minidl file as ``(metadata, tensors)``; see ``read_contents`` for the options.
 

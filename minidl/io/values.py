@@ -119,13 +119,14 @@ def save(value, path, *, key: bytes | None = None, durable: bool = True) -> None
     write_file(path, {"value": tree}, tensors, kind="values", key=key, durable=durable)
 
 
-def load(path, *, mmap: bool = False, verify: bool | None = None, key: bytes | None = None):
+def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = None):
     """Load what ``save`` stored: the same structure, with NumPy arrays.
 
-    Every checksum is verified unless ``verify=False``.  ``mmap=True`` returns read-only
-    arrays mapped from the file (zero-copy, checksums checked only with ``verify=True``).
-    A model file loads as ``{"spec": ..., "state_dict": {...}}``; a training checkpoint as its
-    plain contents, ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
+    Every checksum is verified, also with ``mmap=True`` (read-only arrays mapped from the
+    file, zero-copy).  ``verify=False`` trusts the tensor bytes unread (the header is
+    still checked): only for files known to be sound.  A model file loads as
+    ``{"spec": ..., "state_dict": {...}}``; a training checkpoint as its plain contents,
+    ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
     "optimizer": {...}, ...}, ...}`` (``Checkpoint.restore`` puts them back into live objects).
     Any problem with the file raises a ``CheckpointError`` naming it.
     """

@@ -17,13 +17,13 @@ import numpy as np
 
 from minidl.io import crypto, layout
 from minidl.io.atomic import write_atomically
-from minidl.io.checksum import StreamingChecksum, checksum
+from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.dtypes import ALLOWED_DTYPES, dtype_name
-from minidl.io.header import GCM_TAG_SIZE, encryption_chunk_count, pack_header, stored_length
+from minidl.io.header import (
+    GCM_TAG_SIZE, KINDS, encryption_chunk_count, pack_header, stored_length)
 
 # Elements converted per step for arrays that are not already contiguous little-endian.
 CONVERSION_BUFFER_BYTES = 8 << 20
-KINDS = ("values", "model", "checkpoint")
 
 
 def as_numpy(value) -> np.ndarray:
@@ -95,8 +95,8 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
     "checkpoint").  With ``key`` (16/24/32 bytes) the header and tensors are AES-GCM
     encrypted.  The file appears complete at ``path`` or not at all.
     """
-    if not isinstance(kind, str) or not 0 < len(kind) <= 64:
-        raise ValueError(f"kind must be a short non-empty string, got {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
     if not isinstance(metadata, dict):
         raise TypeError("metadata must be a dict")
     cipher = crypto.new_cipher(crypto.check_key(key)) if key is not None else None
@@ -111,7 +111,9 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
         for piece in item.stored_pieces(cipher, nonce_base):
             stream.update(piece)
         entries.append({"name": item.name, "dtype": item.dtype, "shape": list(item.array.shape),
-                         "offset": item.offset, "length": item.length, "checksum": stream.digest()})
+                         "offset": item.offset, "length": item.length,
+                        "checksum": tensor_checksum(stream.digest(), item.name, item.dtype,
+                                                    item.array.shape)})
 
     header = pack_header(kind, metadata, entries)
     flags = layout.FLAG_ENCRYPTED if cipher is not None else 0
@@ -139,4 +141,6 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
                 file.write(piece)
             position = item.offset + item.length
 
-    write_atomically(os.fspath(path), write, durable=durable)
+    # An encrypted file's bytes are secret; by default only its owner may read them.
+    write_atomically(os.fspath(path), write, durable=durable,
+                     mode=0o600 if cipher is not None else None)

@@ -10,10 +10,56 @@ Kaiming (He) for ReLU-like nets scales by 1/fan_in, Xavier (Glorot) by 2/(fan_in
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
+
+import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..random import resolve
+
+# ------------------------------------------------------------- building without initialising
+#
+# A model read from a file gets every weight from the file, so drawing random initial
+# values first would waste time, move the global RNG and -- for a hostile file whose spec
+# claims Linear(20000, 20000) -- allocate gigabytes before the file could be checked.
+# Under ``skip_init()`` layers get placeholders instead: arrays with the right shape and
+# dtype that take no memory (every stride is 0, all elements are one shared zero), and
+# the init functions below leave tensors alone.  The loader then checks the placeholders'
+# shapes against the file and replaces them with the file's arrays.
+
+_skipping = threading.local()
+
+
+class Placeholder(np.ndarray):
+    """A read-only array of a shape and dtype that takes no memory: a stand-in for a weight
+    that :meth:`Module.load_state_dict` with ``assign=True`` will replace."""
+
+
+@contextmanager
+def skip_init():
+    """Within this block, layers are built with placeholders and the init functions draw
+    nothing (the global RNG does not move).  For loaders that assign every weight."""
+    previous = getattr(_skipping, "active", False)
+    _skipping.active = True
+    try:
+        yield
+    finally:
+        _skipping.active = previous
+
+
+def init_skipped() -> bool:
+    """Whether this thread is inside :func:`skip_init`."""
+    return getattr(_skipping, "active", False)
+
+
+def new_storage(shape, dtype, fill=None) -> np.ndarray:
+    """Storage for a new parameter or buffer: ``fill`` everywhere (uninitialised when None,
+    for weights an init function fills next), or a :class:`Placeholder` under skip_init."""
+    if init_skipped():
+        return np.broadcast_to(np.zeros((), dtype), shape).view(Placeholder)
+    return np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
 
 
 # Initialising writes a parameter in place, which is not part of any graph (PyTorch's init
@@ -47,18 +93,22 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
+    if init_skipped():
+        return tensor
     return _fill(tensor, resolve(generator).uniform(a, b, tensor.shape, tensor.dtype,
                                                     device=tensor.device))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
+    if init_skipped():
+        return tensor
     return _fill(tensor, resolve(generator).normal(mean, std, tensor.shape, tensor.dtype,
                                                    device=tensor.device))
 
 
 @no_grad()
 def constant_(tensor: Tensor, value: float) -> Tensor:
-    return tensor.fill_(value)
+    return tensor if init_skipped() else tensor.fill_(value)
 
 
 def zeros_(tensor: Tensor) -> Tensor:

@@ -245,11 +245,15 @@ class Module:
         """
         return OrderedDict((name, t.numpy()) for name, t in self._state_items())
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(self, state_dict, strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
         """Copy values in from ``state_dict`` (arrays or Tensors, by name).
 
         Everything is checked before anything is copied: a mismatch leaves the module unchanged.
         With ``strict`` any missing or unexpected name is an error; mis-shaped values always are.
+        ``assign=True`` (as in PyTorch) makes each parameter and buffer *use* the given array
+        instead of copying into its own -- dtypes must then match exactly -- which is how a
+        module built under ``init.skip_init()`` gets its weights without a second copy.
         """
         own = OrderedDict(self._state_items())
         missing = [name for name in own if name not in state_dict]
@@ -266,6 +270,9 @@ class Module:
             if tuple(value.shape) != target.shape:
                 problems.append(f"{name}: shape {value.shape} in the state_dict, "
                                 f"{target.shape} in the model")
+            elif assign and value.dtype != target.dtype:
+                problems.append(f"{name}: dtype {value.dtype} in the state_dict, {target.dtype} "
+                                f"in the model")
             elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
                 problems.append(f"{name}: dtype {value.dtype} in the state_dict cannot be "
                                 f"copied into {target.dtype}")
@@ -281,7 +288,11 @@ class Module:
                 lines.append("  size or dtype mismatch: " + "; ".join(problems))
             raise StateDictMismatchError("\n".join(lines))
         for name, value in values.items():
-            overwrite_data(own[name], value)
+            if assign and not isinstance(value, Tensor):
+                # The array itself becomes the storage (on the CPU, no copy at all).
+                own[name].data = own[name].backend.from_numpy(value)
+            else:
+                overwrite_data(own[name], value)
         return IncompatibleKeys(missing, unexpected)
 
     # -- description as data ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.tensor import Tensor
+from .init import Placeholder
 
 
 class Parameter(Tensor):
@@ -25,11 +26,15 @@ class Parameter(Tensor):
             self.requires_grad_(requires_grad)
             return
         device = "cpu"
-        array = np.array(data, copy=True)
+        if isinstance(data, Placeholder):
+            array = data.view(np.ndarray)  # stays a placeholder (init.skip_init): no copy
+        else:
+            # np.array(order="C") rather than np.ascontiguousarray, which turns 0-d arrays
+            # into 1-d; always a private copy.
+            array = np.array(data, copy=True, order="C")
         if array.dtype.kind != "f":
             raise TypeError(f"Parameter: data must be floating point, got {array.dtype}")
-        # np.array(order="C") rather than np.ascontiguousarray, which turns 0-d arrays into 1-d.
-        super().__init__(np.array(array, order="C"), dtype=array.dtype, device=device,
+        super().__init__(array, dtype=array.dtype, device=device,
                          requires_grad=requires_grad)
 
     def __repr__(self) -> str:

@@ -39,6 +39,10 @@ from minidl.backend import get_backend
 __all__ = ["Optimizer", "ParamState", "required"]
 
 
+# Keys a parameter group may carry beyond its hyperparameters: a learning-rate scheduler
+# records each group's starting rate as "initial_lr".
+OPTIONAL_GROUP_KEYS = ("initial_lr",)
+
 class _RequiredParameter:
     """Marks a hyperparameter that has no default and must be given (per group or globally)."""
 
@@ -330,10 +334,20 @@ class Optimizer:
                     raise ValueError(f"param_groups[{g}]['params'][{i}]: index {index} is used "
                                      "twice")
                 param_of[int(index)] = (param, g, group, i)
-            hyper = {key: value for key, value in group.items() if key != "params"}
+            # The group's own keys, less the optional ones the saved group does not carry: a
+            # state is then restored exactly (a rollback to a snapshot taken before a scheduler
+            # added 'initial_lr' removes it again).
+            hyper = {key: value for key, value in group.items()
+                     if key != "params" and (key not in OPTIONAL_GROUP_KEYS or key in saved)}
+            known = set(hyper) | set(self.defaults) | set(OPTIONAL_GROUP_KEYS)
             for key, value in saved.items():
                 if key == "params":
                     continue
+                # Only keys a group of this optimizer can have: anything else would be merged
+                # in, outlive a rollback, and could be whatever a file chose ("__class__").
+                if key not in known:
+                    raise ValueError(f"param_groups[{g}] has unknown key {key!r} (known: "
+                                     f"{', '.join(map(repr, sorted(known, key=str)))})")
                 if not isinstance(key, str) or not _is_plain(value):
                     raise ValueError(f"param_groups[{g}][{key!r}] is not plain data")
                 # Tuples (betas) travel as lists; give them back their original form.

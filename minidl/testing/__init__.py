@@ -10,6 +10,9 @@ Needs the ``hypothesis`` package; ``import minidl`` does not import this module.
         path = tmp_path_factory.mktemp("rt") / "v.mdl"
         md.save(value, path)
         assert_same_value(md.load(path), as_saved(value))
+
+``minidl.testing.forging.rewrite_header`` edits a file's header and recomputes its
+checksums, for tests of what checksums cannot catch.
 """
 
 from minidl.testing.strategies import (

@@ -161,6 +161,8 @@ def test_leftovers_of_interrupted_saves_are_ignored_and_cleaned(tmp_path):
     manager.save(5)
     leftover = tmp_path / ".ckpt-step00000010.mdl.0123456789ab.tmp"
     leftover.write_bytes(b"half a file")
+    two_days_ago = leftover.stat().st_mtime - 2 * 24 * 3600
+    os.utime(leftover, (two_days_ago, two_days_ago))  # no owner recorded: removed once stale
     foreign = tmp_path / ".notes.txt.0123456789ab.tmp"
     foreign.write_bytes(b"not ours")
     (tmp_path / "README").write_text("hello")
@@ -199,12 +201,14 @@ def test_no_sound_checkpoint_at_all_is_an_error(tmp_path):
             fresh.restore_latest()
 
 
-def test_a_checkpoint_that_does_not_fit_is_an_error_not_a_fallback(tmp_path):
+def test_a_checkpoint_that_does_not_fit_is_skipped_and_reported(tmp_path):
     _, manager = counter_manager(tmp_path)
     manager.save(1)
     other = CheckpointManager(Checkpoint(model=build()["model"]), tmp_path)
-    with pytest.raises(StateMismatchError):
-        other.restore_latest()
+    with pytest.warns(RuntimeWarning, match="ckpt-step00000001.mdl.*holds no state"):
+        with pytest.raises(md.CheckpointError, match="none of the 1.*holds no state") as info:
+            other.restore_latest()
+    assert isinstance(info.value.__cause__, StateMismatchError)
 
 
 def test_empty_or_missing_directory_restores_nothing(tmp_path):
@@ -343,3 +347,12 @@ def test_api_spelling(tmp_path):
     manager.wait()
     assert len(manager.checkpoints) == 3 and manager.latest == manager.checkpoints[-1]
     assert manager.best is None
+
+
+def test_names_with_digits_of_other_scripts_are_not_checkpoints(tmp_path):
+    assert naming.parse_name("ckpt", "ckpt-step0000000\u0663.mdl") is None
+    assert naming.parse_name("ckpt", "ckpt-epoch\u0661-step00000003.mdl") is None
+    assert naming.run_prefixes("ckpt", ["ckpt_\u0662-step00000001.mdl"]) == set()
+    (tmp_path / "ckpt-step0000000\u0663.mdl").write_bytes(b"not ours")
+    _, manager = counter_manager(tmp_path)
+    assert manager.checkpoints == []

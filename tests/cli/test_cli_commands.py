@@ -25,7 +25,7 @@ def files(tmp_path):
 def test_inspect_lists_kind_version_tensors_and_metadata(files, capsys):
     assert main(["inspect", str(files[0])]) == 0
     out = capsys.readouterr().out
-    assert "kind:      values" in out and "version:   1.0" in out
+    assert "kind:      values" in out and "version:   2.0" in out
     assert "w" in out and "float32" in out and "(2, 3)" in out
     assert '"step": 1' in out
 
@@ -115,3 +115,17 @@ def test_python_dash_m_minidl(files):
     bad = subprocess.run([sys.executable, "-m", "minidl", "verify", str(files[0])],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 1 and "not a minidl file" in bad.stderr
+
+
+def test_inspect_and_diff_escape_terminal_sequences_in_names(tmp_path, capsys):
+    hostile = "w\x1b]0;pwned\x07\x1b[2J\u202e"
+    a, b = tmp_path / "a.mdl", tmp_path / "b.mdl"
+    mio.save({hostile: np.zeros(2, np.float32)}, a)
+    mio.save({hostile: np.ones(2, np.float32)}, b)
+    assert main(["inspect", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "\\x1b]0;pwned\\x07" in out
+    assert main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b" in out

@@ -4,7 +4,7 @@ import struct
 
 import msgpack
 
-from minidl.io.checksum import checksum
+from minidl.io.checksum import checksum, tensor_checksum
 from minidl.io.header import TensorRef
 
 MAGIC = b"\x89MINIDL\n"
@@ -21,19 +21,29 @@ def pack(tree) -> bytes:
 
 
 def entry(name, dtype, shape, offset, data: bytes, **extra):
+    """An index entry for ``data`` with the version-2 checksum (bytes bound to name, dtype, shape)."""
     return {"name": name, "dtype": dtype, "shape": list(shape), "offset": offset,
-            "length": len(data), "checksum": checksum(data), **extra}
+            "length": len(data), "checksum": tensor_checksum(checksum(data), name, dtype, shape),
+            **extra}
 
 
-def craft(header=None, data: bytes = b"", *, header_bytes=None, magic=MAGIC, major=1, minor=0,
+def craft(header=None, data: bytes = b"", *, header_bytes=None, magic=MAGIC, major=2, minor=0,
           flags=0, header_length=None, header_checksum=None, nonce=bytes(12),
-          reserved=bytes(20), padding=None) -> bytes:
-    """A file from a header tree (or raw header bytes) and the data section's bytes."""
+          reserved=None, prelude_checksum=None, padding=None) -> bytes:
+    """A file from a header tree (or raw header bytes) and the data section's bytes.
+
+    Version 2 preludes get their checksum (of bytes 0..43) at bytes 44..51 unless
+    ``prelude_checksum`` says otherwise; ``reserved`` is bytes 52..63 (version 1: 44..63).
+    """
     raw = header_bytes if header_bytes is not None else pack(header)
     length = len(raw) if header_length is None else header_length
     check = checksum(raw) if header_checksum is None else header_checksum
-    prelude = struct.pack("<8sHHIQQ12s20s", magic, major, minor, flags, length, check, nonce,
-                          reserved)
+    checked = struct.pack("<8sHHIQQ12s", magic, major, minor, flags, length, check, nonce)
+    if major == 1:
+        prelude = checked + (bytes(20) if reserved is None else reserved)
+    else:
+        stored = checksum(checked) if prelude_checksum is None else prelude_checksum
+        prelude = checked + struct.pack("<Q", stored) + (bytes(12) if reserved is None else reserved)
     pad = padding if padding is not None else bytes(-(64 + len(raw)) % 64)
     return prelude + raw + pad + data
 
@@ -48,3 +58,9 @@ def one_tensor_file(**entry_overrides) -> bytes:
     e = entry("w", "float32", [4], 0, data)
     e.update(entry_overrides)
     return craft(values_header({"w": TensorRef("w")}, [e]), data)
+
+
+def reseal_prelude(data: bytearray) -> bytearray:
+    """Recompute a version-2 prelude's checksum after a test edited bytes 0..43 (a forger's move)."""
+    data[44:52] = struct.pack("<Q", checksum(bytes(data[:44])))
+    return data

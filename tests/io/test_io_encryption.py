@@ -65,6 +65,7 @@ def test_bad_keys_on_save_are_programming_errors(tmp_path):
 def test_tampering_with_fixed_checksums_is_caught_by_gcm(tmp_path):
     """A forger who also recomputes the (non-secret) checksums still fails authentication."""
     import struct
+    from io_file_crafting import reseal_prelude
     from minidl.io.checksum import checksum
     path = tmp_path / "e.mdl"
     mio.save({"w": np.zeros(64, np.float32)}, path, key=KEY)
@@ -72,7 +73,7 @@ def test_tampering_with_fixed_checksums_is_caught_by_gcm(tmp_path):
     header_length = struct.unpack_from("<Q", data, 16)[0]
     data[64 + 5] ^= 1  # inside the encrypted header
     struct.pack_into("<Q", data, 24, checksum(bytes(data[64:64 + header_length])))
-    path.write_bytes(bytes(data))
+    path.write_bytes(bytes(reseal_prelude(data)))
     with pytest.raises(mio.DecryptionError, match="altered"):
         mio.load(path, key=KEY)
 

@@ -69,8 +69,8 @@ def test_numpy_file_is_not_a_minidl_file(tmp_path):
 # ------------------------------------------------------------------------ prelude
 
 def test_unknown_major_version(tmp_path):
-    data = craft(values_header(1, []), major=2)
-    refused(tmp_path, data, mio.UnsupportedVersionError, "version 2.0")
+    data = craft(values_header(1, []), major=3)
+    refused(tmp_path, data, mio.UnsupportedVersionError, "version 3.0")
 
 
 def test_newer_minor_version_with_extra_fields_is_read(tmp_path):
@@ -78,7 +78,7 @@ def test_newer_minor_version_with_extra_fields_is_read(tmp_path):
     header["compression"] = None
     path = write(tmp_path, craft(header, minor=3))
     assert mio.load(path) == 7
-    assert mio.read_header(path).version == "1.3"
+    assert mio.read_header(path).version == "2.3"
 
 
 def test_unknown_fields_in_current_minor_version_refused(tmp_path):
@@ -287,12 +287,17 @@ def test_tensor_checksum_mismatch_names_the_tensor(tmp_path):
     refused(tmp_path, bad, mio.ChecksumMismatchError, "'w'")
 
 
-def test_mmap_without_verify_trusts_data_but_not_the_header(tmp_path):
+def test_mmap_verifies_by_default_and_verify_false_trusts_only_the_data(tmp_path):
     good = one_tensor_file()
     path = write(tmp_path, good[:-1] + bytes([good[-1] ^ 1]))
-    mio.load(path, mmap=True)  # header is sound: lazy open succeeds
     with pytest.raises(mio.ChecksumMismatchError):
-        mio.load(path, mmap=True, verify=True)
+        mio.load(path, mmap=True)
+    mio.load(path, mmap=True, verify=False)  # header is sound: an explicitly lazy open succeeds
+    damaged_header = bytearray(good)
+    damaged_header[70] ^= 1
+    path = write(tmp_path, bytes(damaged_header), "h.mdl")
+    with pytest.raises(mio.ChecksumMismatchError):
+        mio.load(path, mmap=True, verify=False)
 
 
 # ---------------------------------------------------------------- value references

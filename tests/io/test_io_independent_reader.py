@@ -13,9 +13,9 @@ def independent_read(path):
     """Read a minidl file following SPEC.md; returns (kind, value tree, tensors)."""
     with open(path, "rb") as f:
         blob = f.read()
-    magic, major, minor, flags, hlen, hsum, nonce, reserved = struct.unpack_from(
-        "<8sHHIQQ12s20s", blob, 0)
-    assert magic == b"\x89MINIDL\n" and major == 1 and flags == 0
+    magic, major, minor, flags, hlen, hsum, nonce, prelude_sum, reserved = struct.unpack_from(
+        "<8sHHIQQ12sQ12s", blob, 0)
+    assert magic == b"\x89MINIDL\n" and major == 2 and flags == 0 and reserved == bytes(12)
 
     def mix(z):
         z = z ^ (z >> np.uint64(30))
@@ -32,6 +32,12 @@ def independent_read(path):
             acc = np.sum(mix(words ^ positions), dtype=np.uint64)
             return int(mix(np.array([acc ^ np.uint64(n)], dtype=np.uint64))[0])
 
+    def bound(data_sum: int, name: str, dtype: str, shape) -> int:
+        descriptor = "\0".join([name, dtype, ",".join(map(str, shape))]).encode()
+        mixed = mix(np.array([data_sum ^ digest(descriptor)], dtype=np.uint64))
+        return int(mixed[0])
+
+    assert digest(blob[:44]) == prelude_sum
     header_bytes = blob[64:64 + hlen]
     assert digest(header_bytes) == hsum
     refs = {}
@@ -44,7 +50,7 @@ def independent_read(path):
     data_start = (64 + hlen + 63) // 64 * 64
     for t in header["tensors"]:
         raw = blob[data_start + t["offset"]:data_start + t["offset"] + t["length"]]
-        assert digest(raw) == t["checksum"], t["name"]
+        assert bound(digest(raw), t["name"], t["dtype"], t["shape"]) == t["checksum"], t["name"]
         refs[t["name"]] = np.frombuffer(raw, dtype=np.dtype(t["dtype"]).newbyteorder("<")
                                         ).reshape(t["shape"])
 

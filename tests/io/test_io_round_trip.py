@@ -150,5 +150,5 @@ def test_lazy_open_reads_only_the_header(tmp_path, monkeypatch):
     calls = []
     real = reader.checksum
     monkeypatch.setattr(reader, "checksum", lambda data: calls.append(len(data)) or real(data))
-    mio.load(tmp_path / "big.mdl", mmap=True)
+    mio.load(tmp_path / "big.mdl", mmap=True, verify=False)
     assert len(calls) == 1 and calls[0] < 1000  # the header only

@@ -29,8 +29,8 @@ class Conv2d(Module):
             raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.dilation = _pair(dilation, "dilation")
         shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(np.empty(shape, dtype))
-        self.bias = Parameter(np.empty((out_channels,), dtype)) if bias else None
+        self.weight = Parameter(init.new_storage(shape, dtype))
+        self.bias = Parameter(init.new_storage((out_channels,), dtype)) if bias else None
         fan_in = (in_channels // groups) * self.kernel_size[0] * self.kernel_size[1]
         init.default_affine_init_(self.weight, self.bias, fan_in, generator)
 

@@ -28,7 +28,7 @@ class Embedding(Module):
                              f"{num_embeddings} embeddings")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
-        self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype))
+        self.weight = Parameter(init.new_storage((num_embeddings, embedding_dim), dtype))
         init.normal_(self.weight, generator=generator)
         if self.padding_idx is not None:
             self.weight.backend.setitem_(self.weight.data, (self.padding_idx,), 0)

@@ -23,8 +23,8 @@ class Linear(Module):
             raise ValueError(f"Linear: feature counts must be >= 0, got {in_features}, "
                              f"{out_features}")
         self.in_features, self.out_features = int(in_features), int(out_features)
-        self.weight = Parameter(np.empty((out_features, in_features), dtype))
-        self.bias = Parameter(np.empty((out_features,), dtype)) if bias else None
+        self.weight = Parameter(init.new_storage((out_features, in_features), dtype))
+        self.bias = Parameter(init.new_storage((out_features,), dtype)) if bias else None
         init.default_affine_init_(self.weight, self.bias, in_features, generator)
 
     def forward(self, x):

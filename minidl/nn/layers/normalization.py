@@ -6,6 +6,7 @@ import numpy as np
 
 from ...autograd.tensor import Tensor
 from ...ops.nn_ops import batch_norm, layer_norm
+from .. import init
 from ..module import Module
 from ..parameter import Parameter
 from ..registry import register_module
@@ -26,14 +27,14 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         if affine:
-            self.weight = Parameter(np.ones(num_features, dtype))
-            self.bias = Parameter(np.zeros(num_features, dtype))
+            self.weight = Parameter(init.new_storage(num_features, dtype, fill=1))
+            self.bias = Parameter(init.new_storage(num_features, dtype, fill=0))
         else:
             self.weight = self.bias = None
         if track_running_stats:
-            self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
-            self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
-            self.register_buffer("num_batches_tracked", Tensor(np.zeros((), np.int64)))
+            self.register_buffer("running_mean", Tensor(init.new_storage(num_features, dtype, fill=0)))
+            self.register_buffer("running_var", Tensor(init.new_storage(num_features, dtype, fill=1)))
+            self.register_buffer("num_batches_tracked", Tensor(init.new_storage((), np.int64, fill=0)))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
@@ -87,8 +88,8 @@ class LayerNorm(Module):
         self.normalized_shape, self.eps = tuple(int(n) for n in shape), float(eps)
         self.elementwise_affine = bool(elementwise_affine)
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, dtype))
-            self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if bias else None
+            self.weight = Parameter(init.new_storage(self.normalized_shape, dtype, fill=1))
+            self.bias = Parameter(init.new_storage(self.normalized_shape, dtype, fill=0)) if bias else None
         else:
             self.weight = self.bias = None
 
