@@ -5,8 +5,8 @@ only the primitives listed in its body. Everything else — elementwise math, re
 matrix products — is inherited from the reference unchanged: NumPy's ufuncs are vectorised C and
 its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
-softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the optimizer updates and the Philox
-random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
+softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
+optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
 import.
 
 Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
