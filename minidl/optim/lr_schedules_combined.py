@@ -26,20 +26,10 @@ def _check_schedulers(schedulers, optimizer=None):
     return schedulers, optimizer
 
 
-def _write_rates(scheduler, lrs) -> None:
-    for group, lr in zip(scheduler.optimizer.param_groups, lrs):
-        group["lr"] = lr
-    scheduler._last_lr = list(lrs)
-
-
 def _restart(scheduler) -> None:
-    """Put ``scheduler`` at its epoch 0 with its own closed form (PyTorch's ``step(0)``)."""
-    scheduler.last_epoch = 0
-    try:
-        lrs = [scheduler.lr_at(base, 0) for base in scheduler.base_lrs]
-    except NotImplementedError:
-        lrs = scheduler.get_lr()
-    _write_rates(scheduler, lrs)
+    """Put ``scheduler`` at its epoch 0: PyTorch's ``step(0)`` (the closed form where the
+    schedule has one)."""
+    scheduler.step(0)
 
 
 def _load_nested(owner: str, schedulers, states) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from .lr_scheduler import LRScheduler
+from .lr_schedules_decay import ScheduleWithoutClosedForm
 from .optimizer import check_flag, check_number
 
 __all__ = ["CosineAnnealingWarmRestarts", "CyclicLR", "OneCycleLR"]
@@ -105,7 +106,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._last_lr = lrs
 
 
-class CyclicLR(LRScheduler):
+class CyclicLR(ScheduleWithoutClosedForm):
     """Cycle the rate between ``base_lr`` and ``max_lr`` (Smith, 2017): up over
     ``step_size_up`` steps, down over ``step_size_down``; call ``step()`` after every batch.
 
@@ -184,7 +185,7 @@ class CyclicLR(LRScheduler):
                 for base, top in zip(self.base_lrs, self.max_lrs)]
 
 
-class OneCycleLR(LRScheduler):
+class OneCycleLR(ScheduleWithoutClosedForm):
     """The 1cycle policy (Smith & Topin, 2018): warm up from ``max_lr/div_factor`` to ``max_lr``
     over ``pct_start`` of ``total_steps``, then anneal to ``initial_lr/final_div_factor``
     (``three_phase``: back down to the initial rate first, then to the minimum). Momentum

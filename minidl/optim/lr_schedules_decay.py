@@ -11,7 +11,23 @@ from __future__ import annotations
 from .lr_scheduler import LRScheduler
 from .optimizer import check_number
 
-__all__ = ["LambdaLR", "MultiplicativeLR", "PolynomialLR"]
+__all__ = ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "ScheduleWithoutClosedForm"]
+
+
+class ScheduleWithoutClosedForm(LRScheduler):
+    """A schedule whose ``step(epoch)`` evaluates ``get_lr()`` at ``epoch``, as PyTorch does for
+    schedules that define no closed form (so a chained one continues from the current rates)."""
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one epoch, or jump to ``epoch``; write the rates into the groups."""
+        if epoch is None:
+            return super().step()
+        check_number("epoch", epoch, low=0, integer=True)
+        self.last_epoch = int(epoch)
+        lrs = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._last_lr = lrs
 
 
 def _one_per_group(name: str, functions, optimizer) -> list:
@@ -27,7 +43,7 @@ def _one_per_group(name: str, functions, optimizer) -> list:
     return list(functions)
 
 
-class LambdaLR(LRScheduler):
+class LambdaLR(ScheduleWithoutClosedForm):
     """``lr = base_lr · lr_lambda(epoch)``; ``lr_lambda`` is one function or one per group.
 
     The functions are not part of ``state_dict``: pass the same ones again when rebuilding the
@@ -45,7 +61,7 @@ class LambdaLR(LRScheduler):
         return [self.lr_at(base, self.last_epoch, g) for g, base in enumerate(self.base_lrs)]
 
 
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(ScheduleWithoutClosedForm):
     """Multiply each group's current rate by ``lr_lambda(epoch)`` at every step after the first.
 
     The rate is a running product, so it continues from the groups' current rates: a resumed
@@ -56,12 +72,6 @@ class MultiplicativeLR(LRScheduler):
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
         self.lr_lambdas = _one_per_group("lr_lambda", lr_lambda, optimizer)
         super().__init__(optimizer, last_epoch)
-
-    def lr_at(self, base_lr: float, epoch: int, group: int = 0) -> float:
-        rate = base_lr
-        for step in range(1, epoch + 1):
-            rate *= self.lr_lambdas[group](step)
-        return rate
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups

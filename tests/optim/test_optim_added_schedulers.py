@@ -4,6 +4,7 @@ groups), and a restore from state_dict (through msgpack) in the middle that cont
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -159,3 +160,31 @@ def test_lambda_functions_are_not_in_the_state_and_must_be_passed_again():
     rebuilt.load_state_dict(state)
     rebuilt.step()
     assert math.isclose(opt.param_groups[0]["lr"], 0.05)
+
+
+@pytest.mark.parametrize("name", ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "OneCycleLR"])
+def test_step_with_an_epoch_matches_pytorch(name):
+    torch = pytest.importorskip("torch")
+    builders = {
+        "LambdaLR": lambda lib, opt: lib.LambdaLR(opt, [halve_every_50, lambda e: 1 / (1 + e)]),
+        "MultiplicativeLR": lambda lib, opt: lib.MultiplicativeLR(opt, gentle),
+        "PolynomialLR": lambda lib, opt: lib.PolynomialLR(opt, total_iters=80),
+        "OneCycleLR": lambda lib, opt: lib.OneCycleLR(opt, max_lr=0.1, total_steps=100),
+    }
+    rates = []
+    for lib, params in ((SimpleNamespace(**vars(torch.optim.lr_scheduler),
+                                         SGD=torch.optim.SGD),
+                         [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))]),
+                        (Library(), [Parameter(np.zeros(2, np.float32)),
+                                     Parameter(np.zeros(3, np.float32))])):
+        opt = make_optimizer(lib, "SGD", params)
+        scheduler = builders[name](lib, opt)
+        seen = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch deprecates step(epoch)
+            for epoch in (3, 7, 60, 61, 2):
+                opt.step()
+                scheduler.step(epoch)
+                seen.append([g["lr"] for g in opt.param_groups])
+        rates.append(seen)
+    np.testing.assert_allclose(np.array(rates[1]), np.array(rates[0]), rtol=1e-12)
