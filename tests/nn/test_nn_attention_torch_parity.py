@@ -199,3 +199,21 @@ def test_bad_arguments_are_named():
         q = md.tensor(normal(2, 3, 4))
         nn.functional.scaled_dot_product_attention(q, q, q, md.tensor(keep_mask(3, 3)),
                                                    is_causal=True)
+
+
+def test_transformer_stacks_match_pytorch_and_copy_their_layer():
+    torch = pytest.importorskip("torch")
+    options = dict(dim_feedforward=16, dropout=0.0, batch_first=True)
+    theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, **options), 2,
+                                         norm=torch.nn.LayerNorm(8), enable_nested_tensor=False)
+    layer = nn.TransformerEncoderLayer(8, 2, **options)
+    ours = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8))
+    assert ours.layers[0] is not layer and ours.layers[0] is not ours.layers[1]
+    copy_weights(ours, theirs)
+    compare(lambda x: ours(x, is_causal=True), lambda x: theirs(
+        x, mask=torch.nn.Transformer.generate_square_subsequent_mask(5), is_causal=True),
+        [normal(3, 5, 8)])
+    theirs_dec = torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(8, 2, **options), 2)
+    ours_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, **options), 2)
+    copy_weights(ours_dec, theirs_dec)
+    compare(ours_dec, theirs_dec, [normal(3, 5, 8), normal(3, 4, 8)])

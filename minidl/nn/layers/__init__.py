@@ -16,7 +16,9 @@ from .conv_variants import Conv1d, ConvTranspose2d  # noqa: F401
 from .instance_norms import GroupNorm, InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .resampling import AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, Upsample  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
-from .transformer import TransformerDecoderLayer, TransformerEncoderLayer  # noqa: F401
+from .transformer import (  # noqa: F401
+    TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
 from .recurrent import GRU, LSTM, RNN  # noqa: F401
 
 __all__ = [
@@ -27,5 +29,6 @@ __all__ = [
     "ELU", "Hardsigmoid", "Hardswish", "LeakyReLU", "Mish", "PReLU", "SiLU", "Softplus",
     "Conv1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
     "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample", "MultiheadAttention",
-    "TransformerEncoderLayer", "TransformerDecoderLayer", "RNN", "LSTM", "GRU",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerDecoder", "RNN", "LSTM", "GRU",
 ]

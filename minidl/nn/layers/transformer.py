@@ -4,11 +4,14 @@ An encoder layer is self-attention then a two-layer feed-forward network, each w
 residual connection and a layer norm: ``x = norm(x + block(x))`` (post-norm, the default), or
 ``x = x + block(norm(x))`` with ``norm_first=True`` (pre-norm, which trains more stably when
 deep). A decoder layer adds attention over the encoder's output (``memory``) between the two.
-Positional information is the user's to add, as in PyTorch. Child names (``self_attn``,
+Positional information is the user's to add, as in PyTorch. ``TransformerEncoder`` and
+``TransformerDecoder`` stack independent copies of a layer. Child names (``self_attn``,
 ``linear1``, ``norm1``, ...) are PyTorch's, so a torch state_dict loads unchanged.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -16,6 +19,7 @@ from ...ops.elementwise import gelu, relu
 from ..module import Module
 from ..registry import register_module
 from .attention import MultiheadAttention
+from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
 from .normalization import LayerNorm
@@ -140,3 +144,62 @@ class TransformerDecoderLayer(_TransformerLayer):
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
                                            memory_is_causal))
         return self.norm3(x + self._ff_block(x, self.dropout3))
+
+
+class _LayerStack(Module):
+    """``num_layers`` independent copies of one layer (PyTorch's ``layers.0``, ``layers.1``, …)
+    and an optional final ``norm``."""
+
+    def __init__(self, layer, num_layers: int, norm=None):
+        super().__init__()
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"{type(self).__name__}: num_layers must be an int >= 1, got "
+                             f"{num_layers!r}")
+        self.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def get_config(self):
+        return {"num_layers": self.num_layers}
+
+    @classmethod
+    def from_config(cls, config, children):
+        # The first copy stands for the layer the stack was built from; the file's weights are
+        # loaded into every copy afterwards.
+        built = dict(children)
+        return cls(built["layers"][0], config["num_layers"], norm=built.get("norm"))
+
+
+@register_module
+class TransformerEncoder(_LayerStack):
+    """A stack of ``num_layers`` copies of ``encoder_layer``, then ``norm`` if given."""
+
+    def __init__(self, encoder_layer, num_layers: int, norm=None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True):
+        super().__init__(encoder_layer, num_layers, norm)
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal: bool | None = None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)
+
+
+@register_module
+class TransformerDecoder(_LayerStack):
+    """A stack of ``num_layers`` copies of ``decoder_layer``, then ``norm`` if given."""
+
+    def __init__(self, decoder_layer, num_layers: int, norm=None):
+        super().__init__(decoder_layer, num_layers, norm)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False):
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return x if self.norm is None else self.norm(x)
