@@ -53,7 +53,7 @@ def values(rank, world):
 
 def straggler(rank, world):
     if rank == 1:
-        time.sleep(30)
+        time.sleep(120)
     dist.barrier()
 
 
@@ -75,7 +75,7 @@ def restore_fails_on_one_rank(rank, world):
 
 
 if __name__ == "__main__":
-    dist.init_process_group(timeout=30)
+    dist.init_process_group(timeout=120)
     modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
              "restore": restore_fails_on_one_rank}
     if sys.argv[1] == "straggler":

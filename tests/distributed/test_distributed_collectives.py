@@ -22,7 +22,7 @@ def test_collectives_on_tensors_and_arrays(ranks):
 def run_failing(mode):
     began = time.monotonic()
     result = subprocess.run(command(3, SCRIPT, mode), capture_output=True, text=True,
-                            timeout=60, env=environment())
+                            timeout=180, env=environment())
     return result, time.monotonic() - began
 
 
@@ -30,7 +30,9 @@ def test_a_rank_that_never_arrives_makes_the_others_fail_fast():
     result, seconds = run_failing("straggler")
     assert result.returncode != 0
     assert "DistributedError" in result.stderr and "waited 3 s" in result.stderr
-    assert seconds < 20  # the straggler sleeps 30 s: the job was aborted, not waited for
+    # The straggler sleeps 120 s: a job that ends well before that was aborted, not waited for
+    # (the margin leaves room for slow process start-up on a loaded machine).
+    assert seconds < 60
 
 
 def test_mismatched_models_are_refused_at_wrap_time():
@@ -43,7 +45,7 @@ def test_mismatched_models_are_refused_at_wrap_time():
 def test_a_restore_that_fails_on_one_rank_fails_on_every_rank_at_once(tmp_path):
     began = time.monotonic()
     result = run(3, SCRIPT, "restore", str(tmp_path / "run"))
-    assert time.monotonic() - began < 25  # no rank waited out the 30 s timeout
+    assert time.monotonic() - began < 60  # no rank waited out the 120 s timeout
     assert "rank 1 refused" in result.stdout and "does not match" in result.stdout
     for rank in (0, 2):
         assert f"rank {rank} refused" in result.stdout
