@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import minidl as md
+from minidl import nn, optim
 from minidl.ops import activations as act
 from minidl.ops import attention, conv1d, conv_transpose, instance_norms, recurrent, resample
 from opaque_backend import NAME, OpaqueBackend
@@ -61,3 +62,44 @@ def test_values_and_gradients_match_the_reference_on_opaque_arrays(name):
     np.testing.assert_array_equal(out.numpy(), expected.numpy())
     for tensor, reference in zip(inputs, expected_inputs):
         np.testing.assert_array_equal(tensor.grad.numpy(), reference.grad.numpy())
+
+
+OPTIMIZERS = {
+    "RMSprop": lambda p: optim.RMSprop(p, lr=1e-2, momentum=0.9, centered=True,
+                                       weight_decay=0.1),
+    "Adagrad": lambda p: optim.Adagrad(p, lr=0.1, lr_decay=0.01),
+    "Adadelta": lambda p: optim.Adadelta(p, weight_decay=0.1),
+    "NAdam": lambda p: optim.NAdam(p, lr=1e-2, decoupled_weight_decay=True, weight_decay=0.1),
+    "RAdam": lambda p: optim.RAdam(p, lr=1e-2, weight_decay=0.1),
+}
+
+
+INPUTS = normal(6, 4)
+
+
+def train_steps(name, device, steps=8):
+    md.manual_seed(0)
+    model = nn.Linear(4, 3)
+    model.to(device)
+    opt = OPTIMIZERS[name](model.parameters())
+    x = md.tensor(INPUTS).to(device)
+    OpaqueBackend.reset()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        nn.utils.clip_grad_value_(model.parameters(), 0.05)
+        opt.step()
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_added_optimizers_and_clipping_step_on_opaque_arrays_with_no_copy(name):
+    expected = train_steps(name, "cpu")
+    model = train_steps(name, NAME)
+    assert OpaqueBackend.violations == []
+    assert OpaqueBackend.transfers["to_numpy"] == 0, OpaqueBackend.transfers
+    for (key, value), reference in zip(model.state_dict().items(),
+                                       expected.state_dict().values()):
+        np.testing.assert_array_equal(value, reference, err_msg=key)
