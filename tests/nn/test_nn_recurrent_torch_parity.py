@@ -64,12 +64,19 @@ def test_matches_pytorch(mode, config):
     for a, b in zip(ours_out, theirs_out):
         assert a.shape == tuple(b.shape)
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL)
+    assert_same_gradients(torch, (ours, ours_in, ours_out), (theirs, theirs_in, theirs_out))
+
+
+def assert_same_gradients(torch, ours, theirs):
+    """Backpropagate the same random weighting of every output through both (module, inputs,
+    outputs) triples and compare the inputs' and parameters' gradients."""
+    (ours_module, ours_in, ours_out), (theirs_module, theirs_in, theirs_out) = ours, theirs
     weights = [normal(*o.shape) for o in ours_out]  # every output and final state has a say
     sum(((o * md.tensor(w)).sum() for o, w in zip(ours_out, weights)), md.tensor(0.0)).backward()
     sum((o * torch.tensor(w)).sum() for o, w in zip(theirs_out, weights)).backward()
     for a, b in zip(ours_in, theirs_in):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=RTOL, atol=ATOL)
-    for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+    for (name, p), q in zip(ours_module.named_parameters(), theirs_module.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=RTOL, atol=ATOL,
                                    err_msg=name)
 
@@ -112,3 +119,28 @@ def test_bad_arguments_are_named():
         nn.LSTM(3, 4)(md.zeros(5, 2, 7))
     with pytest.raises(ValueError, match="h_0"):
         nn.GRU(3, 4)(md.zeros(5, 2, 3), md.zeros(2, 2, 4))
+
+
+@pytest.mark.parametrize("mode", ["RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("with_states", [False, True])
+def test_cells_match_pytorch(mode, with_states):
+    torch = pytest.importorskip("torch")
+    theirs, ours = getattr(torch.nn, mode)(3, 4), getattr(nn, mode)(3, 4)
+    ours.load_state_dict({k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()})
+    arrays = [normal(2, 3)] + ([normal(2, 4) for _ in range(2 if mode == "LSTMCell" else 1)]
+                               if with_states else [])
+    ours_in = [md.tensor(a, requires_grad=True) for a in arrays]
+    theirs_in = [torch.tensor(a, requires_grad=True) for a in arrays]
+
+    def run(cell, inputs):
+        states = None if len(inputs) == 1 else \
+            tuple(inputs[1:]) if mode == "LSTMCell" else inputs[1]
+        out = cell(inputs[0], states)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    ours_out, theirs_out = run(ours, ours_in), run(theirs, theirs_in)
+    for a, b in zip(ours_out, theirs_out):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL)
+    assert_same_gradients(torch, (ours, ours_in, ours_out), (theirs, theirs_in, theirs_out))
+    single = getattr(nn, mode)(3, 4)(md.tensor(normal(3)))  # one unbatched sample
+    assert (single[0] if isinstance(single, tuple) else single).shape == (4,)

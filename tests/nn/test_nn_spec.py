@@ -57,6 +57,8 @@ def built_in_layers():
         "RNN": nn.RNN(3, 4, num_layers=2, nonlinearity="relu", batch_first=True),
         "LSTM": nn.LSTM(3, 4, bidirectional=True, dropout=0.2, num_layers=2),
         "GRU": nn.GRU(3, 4, bias=False),
+        "RNNCell": nn.RNNCell(3, 4, nonlinearity="relu"), "LSTMCell": nn.LSTMCell(3, 4),
+        "GRUCell": nn.GRUCell(3, 4, bias=False),
     }
 
 

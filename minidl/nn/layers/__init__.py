@@ -19,7 +19,7 @@ from .attention import MultiheadAttention  # noqa: F401
 from .transformer import (  # noqa: F401
     TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
-from .recurrent import GRU, LSTM, RNN  # noqa: F401
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
 
 __all__ = [
     "GELU", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh", "ModuleDict", "ModuleList",
@@ -30,5 +30,5 @@ __all__ = [
     "Conv1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
     "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-    "TransformerDecoder", "RNN", "LSTM", "GRU",
+    "TransformerDecoder", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
 ]

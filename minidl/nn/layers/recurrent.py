@@ -1,4 +1,5 @@
-"""RNN, LSTM and GRU layers with PyTorch's arguments, parameter names and shapes, and returns.
+"""RNN, LSTM and GRU layers (and their one-step cells) with PyTorch's arguments, parameter
+names and shapes, and returns.
 
 Parameters per layer k and direction (suffix ``_reverse`` for the backward one):
 ``weight_ih_l{k}`` (G·H, in), ``weight_hh_l{k}`` (G·H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}``
@@ -26,6 +27,15 @@ from ..registry import register_module
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
+def _check_sizes(owner: str, nonlinearity: str, **sizes) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{owner}: {name} must be an int >= 1, got {value!r}")
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{owner}: nonlinearity must be 'tanh' or 'relu', got "
+                         f"{nonlinearity!r}")
+
+
 class _RecurrentLayer(Module):
     mode = "RNN"
 
@@ -33,15 +43,10 @@ class _RecurrentLayer(Module):
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
                  bidirectional: bool = False, nonlinearity: str = "tanh", dtype=np.float32):
         super().__init__()
-        for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
-                            ("num_layers", num_layers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{self.mode}: {name} must be an int >= 1, got {value!r}")
+        _check_sizes(self.mode, nonlinearity, input_size=input_size, hidden_size=hidden_size,
+                     num_layers=num_layers)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{self.mode}: dropout must be in [0, 1], got {dropout!r}")
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"{self.mode}: nonlinearity must be 'tanh' or 'relu', got "
-                             f"{nonlinearity!r}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
         self.bidirectional, self.nonlinearity = bool(bidirectional), nonlinearity
@@ -171,3 +176,89 @@ class GRU(_RecurrentLayer):
                  bidirectional: bool = False, dtype=np.float32):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, dtype=dtype)
+
+
+class _Cell(Module):
+    """One time step of a recurrent layer, with PyTorch's cell parameters ``weight_ih``,
+    ``weight_hh``, ``bias_ih``, ``bias_hh``; it runs the layer's op on a sequence of length 1,
+    so the same fused cell kernels compute it."""
+
+    mode = "RNN"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", dtype=np.float32):
+        super().__init__()
+        _check_sizes(type(self).__name__, nonlinearity, input_size=input_size,
+                     hidden_size=hidden_size)
+        self.input_size, self.hidden_size, self.nonlinearity = input_size, hidden_size, nonlinearity
+        gates = _GATES[self.mode] * hidden_size
+        bound = 1.0 / math.sqrt(hidden_size)
+        shapes = {"weight_ih": (gates, input_size), "weight_hh": (gates, hidden_size)}
+        if bias:
+            shapes.update(bias_ih=(gates,), bias_hh=(gates,))
+        for name, shape in shapes.items():
+            parameter = Parameter(np.empty(shape, dtype))
+            init.uniform_(parameter, -bound, bound)
+            self.register_parameter(name, parameter)
+        self.bias = bool(bias)
+
+    def forward(self, input, hx=None):
+        batched = input.ndim == 2
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: expected input (N, {self.input_size}) or "
+                             f"({self.input_size},), got shape {input.shape}")
+        x = input if batched else input.unsqueeze(0)
+        count = 2 if self.mode == "LSTM" else 1
+        if hx is None:
+            zeros = Tensor._wrap(x.backend.zeros((x.shape[0], self.hidden_size), x.dtype),
+                                 x.device)
+            states = [zeros] * count
+        else:
+            states = list(hx) if self.mode == "LSTM" else [hx]
+            states = [s if batched else s.unsqueeze(0) for s in states]
+            expected = (x.shape[0], self.hidden_size)
+            if len(states) != count or any(s.shape != expected for s in states):
+                raise ValueError(f"{type(self).__name__}: hx must be {count} state(s) of shape "
+                                 f"{expected}")
+        weights = [self.weight_ih, self.weight_hh] + \
+            ([self.bias_ih, self.bias_hh] if self.bias else [])
+        out = recurrence(self.mode, x.unsqueeze(0), states, *weights,
+                         nonlinearity=self.nonlinearity)
+        finals = [out[0], out[1]] if self.mode == "LSTM" else [out[0]]
+        if not batched:
+            finals = [f.squeeze(0) for f in finals]
+        return tuple(finals) if self.mode == "LSTM" else finals[0]
+
+    def get_config(self):
+        config = {"input_size": self.input_size, "hidden_size": self.hidden_size,
+                  "bias": self.bias, "dtype": str(self.weight_ih.dtype)}
+        if self.mode == "RNN":
+            config["nonlinearity"] = self.nonlinearity
+        return config
+
+
+@register_module
+class RNNCell(_Cell):
+    """h' = tanh(x·W_ihᵀ + b_ih + h·W_hhᵀ + b_hh) (or relu) for one step."""
+
+    mode = "RNN"
+
+
+@register_module
+class LSTMCell(_Cell):
+    """One LSTM step: returns ``(h', c')``; ``hx`` is ``(h, c)``."""
+
+    mode = "LSTM"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=np.float32):
+        super().__init__(input_size, hidden_size, bias, dtype=dtype)
+
+
+@register_module
+class GRUCell(_Cell):
+    """One GRU step: returns h'."""
+
+    mode = "GRU"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=np.float32):
+        super().__init__(input_size, hidden_size, bias, dtype=dtype)
