@@ -40,8 +40,9 @@ __version__ = "0.1.0"
 
 from .io import (  # noqa: E402
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError, MissingFileError,
-    UnsafeFileError, UnsupportedVersionError, load, load_model, save, save_model,
+    UnsafeFileError, UnsupportedVersionError, save, save_model,
 )
+from .placement import load, load_model  # noqa: E402  (map_location / device= on top of io)
 
 
 def export_onnx(model, path, example_input, **options):
@@ -64,6 +65,7 @@ _LAZY = {
     "evaluate": ("minidl.training", "evaluate"),
     "predict": ("minidl.training", "predict"),
     "training": ("minidl.training", None),
+    "cuda": ("minidl.cuda", None),
 }
 
 

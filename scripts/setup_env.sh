@@ -24,6 +24,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     echo "minidl: installing minidl and its test dependencies into .venv (first run only; a few minutes)" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
     "$venv/bin/python" -m pip install --quiet -e "$root[test]" >&2
+    # The CUDA extra (numba-cuda): without a GPU its simulator runs the CUDA backend's tests.
+    if ! "$venv/bin/python" -m pip install --quiet -e "$root[cuda]" >&2; then
+        echo "minidl: could not install the CUDA extra (numba-cuda); CUDA tests will skip" >&2
+    fi
     # MPI (for data-parallel training and its tests) comes as binary wheels; where none fits
     # this machine the MPI tests skip, saying why, and everything else still runs.
     if ! "$venv/bin/python" -m pip install --quiet -e "$root[mpi]" >&2; then

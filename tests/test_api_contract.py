@@ -33,7 +33,7 @@ def test_to_cuda_works_or_says_clearly_that_there_is_no_device():
     except RuntimeError as error:
         assert "cuda" in str(error).lower()
         return
-    assert t.device == "cuda"
+    assert t.device == "cuda:0"
     np.testing.assert_array_equal(t.cpu().numpy(), x.numpy())
 
 

@@ -122,7 +122,7 @@ def _instantiate(entry, device) -> Backend:
     module_name, _, class_name = entry.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
+    except (ImportError, RuntimeError) as error:  # a missing package, or no device
         kind = parse_device(device)[0]
         raise RuntimeError(f"device {kind!r} is not available (asked for {device!r}): "
                            f"{error}") from None

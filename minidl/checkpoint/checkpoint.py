@@ -46,6 +46,7 @@ from minidl.checkpoint.state_tree import (
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module
+from minidl.placement import check_device
 
 CHECKPOINT_KIND = "checkpoint"
 CHECKPOINT_FORMAT = 1
@@ -197,8 +198,14 @@ class Checkpoint:
 
     # -- restoring -------------------------------------------------------------------------------
 
-    def restore(self, path, *, key: bytes | None = None, strict: bool = True) -> RestoreInfo:
+    def restore(self, path, *, key: bytes | None = None, strict: bool = True,
+                map_location=None) -> RestoreInfo:
         """Load every tracked object and the RNG from ``path``: all of them, or none.
+
+        ``map_location`` (``"cpu"``, ``"cuda:0"``) moves the tracked modules to that device
+        before their state is loaded, so the optimizer's state follows their parameters there;
+        by default every object keeps its device. A file holds no device, so any checkpoint
+        restores onto any device.
 
         With ``strict`` (the default) objects in the file that are not tracked are an error;
         ``strict=False`` ignores them (they are listed in ``info.skipped``).  Tracked objects
@@ -206,9 +213,10 @@ class Checkpoint:
         naming the file for every problem; nothing else escapes.
         """
         path = os.fspath(path)
+        device = None if map_location is None else check_device(map_location)
         try:
             plan = self._read_and_check(path, key, strict)
-            self._apply(path, plan)
+            self._apply(path, plan, device)
         except CheckpointError:
             raise
         except Exception as exc:  # a promise of the API: one except clause suffices
@@ -260,7 +268,7 @@ class Checkpoint:
                            manager if isinstance(manager, dict) else {})
         return {"states": states, "rng": rng, "info": info}
 
-    def _apply(self, path: str, plan: dict) -> None:
+    def _apply(self, path: str, plan: dict, device=None) -> None:
         # All snapshots first: loading one object may touch another (a user object holding a
         # reference to the model), and the rollback must return to the state before restore.
         # A sharded object (ZeRO) snapshots its own shard: loading that back restores it.
@@ -268,6 +276,7 @@ class Checkpoint:
                                       else obj.state_dict())
                      for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
+        placements = self._move_modules(device) if device is not None else []
         loaded = []
         try:
             for name, obj in self._objects.items():
@@ -277,6 +286,7 @@ class Checkpoint:
         except BaseException as exc:
             # BaseException: a Ctrl-C in the middle of a restore must not leave half the
             # objects at the file's state and half at the old one either.
+            _put_back(placements)  # modules moved by map_location go back where they were
             problems = self._roll_back(loaded, snapshots)
             md_random.set_rng_state(rng_before)
             if not isinstance(exc, Exception):
@@ -286,6 +296,17 @@ class Checkpoint:
                 path, f"object {loaded[-1]!r} refused its saved state ({type(exc).__name__}: "
                       f"{exc}); nothing was restored{note}") from exc
 
+    def _move_modules(self, device) -> list:
+        """Move every tracked module to ``device``; returns (tensor, device it was on) pairs."""
+        placements = []
+        for obj in self._objects.values():
+            if isinstance(obj, Module):
+                for module in obj.modules():
+                    for table in (module._parameters, module._buffers):
+                        placements.extend((t, t.device) for t in table.values() if t is not None)
+                obj.to(device)
+        return placements
+
     def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
         failed = []
         for name in reversed(names):
@@ -294,6 +315,14 @@ class Checkpoint:
             except BaseException:  # noqa: BLE001 - reported by name; the rest still roll back
                 failed.append(name)
         return failed
+
+
+def _put_back(placements: list) -> None:
+    """Return tensors moved by a failed restore to the devices they were on."""
+    for tensor, device in placements:
+        if tensor.device != device:
+            moved = tensor.detach().to(device)
+            tensor.data, tensor.device = moved.data, moved.device
 
 
 def _check_module_state(path: str, name: str, module: Module, state) -> None:

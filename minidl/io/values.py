@@ -28,8 +28,11 @@ _INT_RANGE = (-(1 << 63), (1 << 64) - 1)
 
 
 def _is_tensor_like(value) -> bool:
+    # io sits below autograd and cannot import Tensor, so it recognises one by its class
+    # hierarchy: a class named Tensor with a numpy() method, or any subclass of one
+    # (nn.Parameter included).
     return (not isinstance(value, type) and callable(getattr(value, "numpy", None))
-            and type(value).__name__ == "Tensor")
+            and any(cls.__name__ == "Tensor" for cls in type(value).__mro__))
 
 
 def encode_value(value) -> tuple[object, dict[str, np.ndarray]]:

@@ -17,12 +17,15 @@ import numpy as np
 import pytest
 
 import minidl.backend
+import minidl.cuda
 from minidl.backend.numba_cpu import NumbaCpuBackend
 from minidl.backend.primitives import ALL_PRIMITIVES, Backend, random_blocks, signature
 from minidl.backend.reference import ReferenceBackend
 from opaque_backend import OpaqueBackend
 
 BACKENDS = {"numpy": ReferenceBackend(), "numba": NumbaCpuBackend(), "opaque": OpaqueBackend()}
+if minidl.cuda.is_available():  # a GPU, or numba's simulator (see tests/conftest.py)
+    BACKENDS["cuda"] = minidl.backend.get_backend("cuda")
 
 
 @pytest.fixture(params=sorted(BACKENDS))

@@ -68,6 +68,15 @@ def test_minidl_tensor_is_saved_as_array(tmp_path):
     np.testing.assert_array_equal(mio.load(tmp_path / "t.mdl")["t"], np.ones((2, 2)))
 
 
+def test_parameters_and_tensor_subclasses_are_saved_as_arrays(tmp_path):
+    from minidl import nn
+    layer = nn.Linear(3, 2)
+    mio.save({"w": layer.weight, "params": list(layer.parameters())}, tmp_path / "p.mdl")
+    out = mio.load(tmp_path / "p.mdl")
+    np.testing.assert_array_equal(out["w"], layer.weight.numpy())
+    np.testing.assert_array_equal(out["params"][1], layer.bias.numpy())
+
+
 def test_mmap_arrays_are_read_only_views(tmp_path):
     mio.save({"w": np.arange(1000, dtype=np.float32)}, tmp_path / "m.mdl")
     w = mio.load(tmp_path / "m.mdl", mmap=True)["w"]

@@ -1,0 +1,213 @@
+"""The CUDA backend: every primitive of the contract as numba.cuda kernels on GPU memory.
+
+Arrays live on the device from creation to the end (:class:`~.device.DeviceArray`); values
+cross to the host only in ``to_numpy`` (and back in ``from_numpy``), plus the single-number
+reads a few primitives need to raise their documented errors or to size their output
+(``nonzero``). The kernels are grouped by concept:
+
+* :mod:`.device`: the array type, launch shapes, the counted host crossings;
+* :mod:`.elementwise`: one scalar definition per operation, broadcasting in the kernel templates;
+* :mod:`.movement`: creation, casts, views, concatenation, indexing (one strided-copy kernel);
+* :mod:`.lookup`: take, one_hot, nonzero;
+* :mod:`.reduction`: sum/max/min/argmax/argmin as shared-memory tree reductions;
+* :mod:`.matmul`: the tiled, batched GEMM;
+* :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.optim_kernels`, :mod:`.random_kernels`.
+
+It needs the ``numba-cuda`` package (``pip install minidl[cuda]``) and a CUDA GPU, or numba's CUDA
+simulator (``NUMBA_ENABLE_CUDASIM=1``), which runs the same kernels in Python on the CPU: slowly,
+but exactly enough to test them anywhere. Importing this package is what first touches CUDA;
+``import minidl`` never does.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+from ..primitives import Backend
+from ..cuda_availability import require_cuda
+
+require_cuda()
+
+from numba import cuda  # noqa: E402  (after the availability check, which explains failures)
+from numba.core.errors import NumbaPerformanceWarning  # noqa: E402
+
+# Small tensors make small grids, and numba warns about each such launch; for a tensor library
+# that is the normal case, not a mistake to report.
+warnings.filterwarnings("ignore", message="Grid size", category=NumbaPerformanceWarning)
+
+from . import conv_pool, device, elementwise as ew, lookup, matmul as gemm  # noqa: E402
+from . import movement, nn_kernels, optim_kernels, random_kernels, reduction  # noqa: E402
+
+
+def _clip(x, low, high):
+    out = x
+    if low is not None:
+        out = CudaBackend.maximum(out, low)
+    if high is not None:
+        out = CudaBackend.minimum(out, high)
+    return out if out is not x else movement.copy(x)
+
+
+class CudaBackend(Backend):
+    """numba.cuda device arrays; every primitive of :class:`~minidl.backend.primitives.Backend`."""
+
+    name = "cuda"
+    transfers = device.transfers
+
+    def __init__(self, index: int = 0):
+        self.index = index
+
+    def on_device(self, index: int) -> "Backend":
+        from ..cuda_availability import check_device_index
+        check_device_index(index)
+        if index == 0:
+            return self
+        return _BoundCudaBackend(index)
+
+    # creation and transfer
+    from_numpy = staticmethod(device.upload)
+    to_numpy = staticmethod(device.download)
+    zeros = staticmethod(movement.zeros)
+    ones = staticmethod(movement.ones)
+    full = staticmethod(movement.full)
+    zeros_like = staticmethod(movement.zeros_like)
+    ones_like = staticmethod(movement.ones_like)
+    astype = staticmethod(movement.astype)
+    copy = staticmethod(movement.copy)
+
+    # in place and memory
+    fill_ = staticmethod(movement.fill_)
+    assign_ = staticmethod(movement.assign_)
+    setitem_ = staticmethod(movement.setitem_)
+    owns_memory = staticmethod(movement.owns_memory)
+
+    # elementwise math
+    add = staticmethod(ew.arithmetic(ew.add, np.add))
+    sub = staticmethod(ew.arithmetic(ew.sub, np.subtract))
+    mul = staticmethod(ew.arithmetic(ew.mul, np.multiply))
+    div = staticmethod(ew.arithmetic(ew.div, np.true_divide))
+    neg = staticmethod(ew.math_function(ew.neg, np.negative))
+    power = staticmethod(ew.arithmetic(ew.power, np.power))
+    exp = staticmethod(ew.math_function(ew.exp, np.exp))
+    log = staticmethod(ew.math_function(ew.log, np.log))
+    sqrt = staticmethod(ew.math_function(ew.sqrt, np.sqrt))
+    tanh = staticmethod(ew.math_function(ew.tanh, np.tanh))
+    abs = staticmethod(ew.math_function(ew.absolute, np.abs))
+    sign = staticmethod(ew.math_function(ew.sign, np.sign))
+    maximum = staticmethod(ew.arithmetic(ew.maximum, np.maximum))
+    minimum = staticmethod(ew.arithmetic(ew.minimum, np.minimum))
+    where = staticmethod(ew.where)
+    clip = staticmethod(_clip)
+    equal = staticmethod(ew.comparison(ew.equal, np.equal))
+    not_equal = staticmethod(ew.comparison(ew.not_equal, np.not_equal))
+    less = staticmethod(ew.comparison(ew.less, np.less))
+    less_equal = staticmethod(ew.comparison(ew.less_equal, np.less_equal))
+    greater = staticmethod(ew.comparison(ew.greater, np.greater))
+    greater_equal = staticmethod(ew.comparison(ew.greater_equal, np.greater_equal))
+    logical_and = staticmethod(ew.comparison(ew.logical_and, np.logical_and))
+    logical_or = staticmethod(ew.comparison(ew.logical_or, np.logical_or))
+
+    @staticmethod
+    def floor_divide(a, b):
+        dtype = ew.result_dtype(np.floor_divide, a, b)
+        fn = ew.floor_divide_float if dtype.kind == "f" else ew.floor_divide_int
+        return ew.binary(fn, a, b, dtype, dtype)
+
+    @staticmethod
+    def remainder(a, b):
+        dtype = ew.result_dtype(np.remainder, a, b)
+        fn = ew.remainder_float if dtype.kind == "f" else ew.remainder_int
+        return ew.binary(fn, a, b, dtype, dtype)
+
+    @staticmethod
+    def sigmoid(a):
+        return ew.unary(ew.sigmoid, a, a.dtype)
+
+    @staticmethod
+    def relu(a):
+        return ew.unary(ew.relu, a, a.dtype)
+
+    @staticmethod
+    def relu_backward(grad, x):
+        return ew.binary(ew.relu_backward, grad, movement.astype(x, grad.dtype), grad.dtype,
+                         grad.dtype)
+
+    @staticmethod
+    def logical_not(a):
+        return ew.unary(ew.logical_not, a, np.dtype(bool), np.dtype(bool))
+
+    # reductions
+    sum = staticmethod(reduction.sum)
+    max = staticmethod(reduction.max)
+    min = staticmethod(reduction.min)
+    argmax = staticmethod(reduction.argmax)
+    argmin = staticmethod(reduction.argmin)
+
+    # movement and indexing
+    reshape = staticmethod(movement.reshape)
+    transpose = staticmethod(movement.transpose)
+    broadcast_to = staticmethod(movement.broadcast_to)
+    getitem = staticmethod(movement.getitem)
+    index_add = staticmethod(movement.index_add)
+    take = staticmethod(lookup.take)
+    one_hot = staticmethod(lookup.one_hot)
+    nonzero = staticmethod(lookup.nonzero)
+    concatenate = staticmethod(movement.concatenate)
+    stack = staticmethod(movement.stack)
+
+    # linear algebra
+    matmul = staticmethod(gemm.matmul)
+
+    # random numbers
+    random_uniform = staticmethod(random_kernels.random_uniform)
+    random_normal = staticmethod(random_kernels.random_normal)
+
+    # convolution and pooling kernels
+    im2col = staticmethod(conv_pool.im2col)
+    col2im = staticmethod(conv_pool.col2im)
+    max_pool2d_forward = staticmethod(conv_pool.max_pool2d_forward)
+    max_pool2d_backward = staticmethod(conv_pool.max_pool2d_backward)
+    avg_pool2d_forward = staticmethod(conv_pool.avg_pool2d_forward)
+    avg_pool2d_backward = staticmethod(conv_pool.avg_pool2d_backward)
+
+    # neural-network kernels
+    softmax = staticmethod(nn_kernels.softmax)
+    log_softmax = staticmethod(nn_kernels.log_softmax)
+    softmax_cross_entropy_forward = staticmethod(nn_kernels.softmax_cross_entropy_forward)
+    softmax_cross_entropy_backward = staticmethod(nn_kernels.softmax_cross_entropy_backward)
+    gelu_forward = staticmethod(nn_kernels.gelu_forward)
+    gelu_backward = staticmethod(nn_kernels.gelu_backward)
+    layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
+    layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+
+    # optimizer kernels
+    sgd_update = staticmethod(optim_kernels.sgd_update)
+    adam_update = staticmethod(optim_kernels.adam_update)
+
+
+def _on_gpu(index, primitive):
+    @functools.wraps(primitive)
+    def bound(*args, **kwargs):
+        with cuda.gpus[index]:
+            return primitive(*args, **kwargs)
+    return staticmethod(bound)
+
+
+class _BoundCudaBackend(CudaBackend):
+    """The CUDA backend for GPU ``index`` > 0: every primitive runs with that GPU current, so
+    new arrays are allocated and kernels launched there."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+        from ..primitives import ALL_PRIMITIVES
+        for name in ALL_PRIMITIVES:
+            setattr(self, name, _on_gpu(index, getattr(CudaBackend, name)).__func__)
+
+    def on_device(self, index: int) -> "Backend":
+        return CudaBackend().on_device(index)
+
+
+__all__ = ["CudaBackend"]

@@ -1,0 +1,230 @@
+"""im2col/col2im and 2-D pooling, one thread per output element.
+
+Every kernel here is a gather: a thread computes one output element from the inputs that feed
+it, so no two threads write the same address and no atomics are needed. The adjoints (col2im,
+the pooling backward passes) are written the same way, from the input's side: a pixel loops over
+the kernel taps that could have read it and sums their gradients in a fixed order, the order the
+reference accumulates them in. Results are therefore deterministic, and equal the reference
+wherever the additions are exact. Max pooling's backward is the exception, explained there.
+
+Shapes and sizes are worked out on the host with the reference's own functions
+(:func:`~minidl.backend.reference.pool.pool_output_size`, PyTorch's rules).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..geometry import conv_output_size
+from ..reference.pool import pool_output_size
+from .device import empty, launch
+
+
+@cuda.jit
+def _im2col(count, x, cols, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, n, oh, ow):
+    # cols[(ci, i, j), (ni, y, z)] = x[ni, ci, y*sh - ph + i*dh, z*sw - pw + j*dw] (0 outside)
+    width = n * oh * ow
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        row, column = e // width, e % width
+        ci, tap = row // (kh * kw), row % (kh * kw)
+        i, j = tap // kw, tap % kw
+        ni, pixel = column // (oh * ow), column % (oh * ow)
+        y = (pixel // ow) * sh - ph + i * dh
+        z = (pixel % ow) * sw - pw + j * dw
+        if 0 <= y < h and 0 <= z < w:
+            cols[e] = x[((ni * c + ci) * h + y) * w + z]
+        else:
+            cols[e] = 0
+
+
+@cuda.jit
+def _col2im(count, cols, x, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, n, oh, ow):
+    width = n * oh * ow
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        z = e % w
+        y = (e // w) % h
+        ci = (e // (w * h)) % c
+        ni = e // (w * h * c)
+        total = cols[0] * 0
+        for i in range(kh):
+            ty = y + ph - i * dh          # = oy * sh for the window row oy that read (y, z)
+            if ty < 0 or ty % sh != 0 or ty // sh >= oh:
+                continue
+            oy = ty // sh
+            for j in range(kw):
+                tz = z + pw - j * dw
+                if tz < 0 or tz % sw != 0 or tz // sw >= ow:
+                    continue
+                row = (ci * kh + i) * kw + j
+                total += cols[row * width + (ni * oh + oy) * ow + tz // sw]
+        x[e] = total
+
+
+def _conv_geometry(x_shape, kernel_size, stride, padding, dilation):
+    n, c, h, w = x_shape
+    oh = conv_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0])
+    ow = conv_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1])
+    return (c, h, w, kernel_size[0], kernel_size[1], stride[0], stride[1], padding[0],
+            padding[1], dilation[0], dilation[1], n, oh, ow)
+
+
+def im2col(x, kernel_size, stride, padding, dilation):
+    geometry = _conv_geometry(x.shape, kernel_size, stride, padding, dilation)
+    c, kh, kw, n, oh, ow = geometry[0], geometry[3], geometry[4], *geometry[11:]
+    cols = empty((c * kh * kw, n * oh * ow), x.dtype)
+    if cols.size:
+        blocks, threads = launch(cols.size)
+        _im2col[blocks, threads](cols.size, x.buffer, cols.buffer, *geometry)
+    return cols
+
+
+def col2im(cols, x_shape, kernel_size, stride, padding, dilation):
+    geometry = _conv_geometry(tuple(x_shape), kernel_size, stride, padding, dilation)
+    x = empty(tuple(x_shape), cols.dtype)
+    if x.size:
+        blocks, threads = launch(x.size)
+        _col2im[blocks, threads](x.size, cols.buffer, x.buffer, *geometry)
+    return x
+
+
+# -- max pooling -----------------------------------------------------------------------------------
+
+@cuda.jit
+def _max_pool(count, x, out, argmax, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, lowest):
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane = e // (oh * ow)
+        oy, oz = (e // ow) % oh, e % ow
+        best = lowest
+        best_at = -1
+        for i in range(kh):
+            y = oy * sh - ph + i * dh
+            if y < 0 or y >= h:
+                continue
+            for j in range(kw):
+                z = oz * sw - pw + j * dw
+                if z < 0 or z >= w:
+                    continue
+                value = x[plane * h * w + y * w + z]
+                # The first in-image tap claims the window; later ones win only when strictly
+                # larger, or nan (nan propagates, as in PyTorch).
+                if best_at < 0 or value > best or value != value:
+                    best, best_at = value, y * w + z
+        out[e] = best
+        argmax[e] = best_at
+
+
+@cuda.jit
+def _max_pool_backward(count, grad, argmax, dx64, plane_size, windows_per_plane):
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        position = argmax[e]
+        if position >= 0:  # -1: a window entirely in the padding has no input cell
+            cuda.atomic.add(dx64, (e // windows_per_plane) * plane_size + position, grad[e])
+
+
+def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+    n, c, h, w = x.shape
+    oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
+    ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
+    out = empty((n, c, oh, ow), x.dtype)
+    argmax = empty((n, c, oh, ow), np.int64)
+    if out.size:
+        blocks, threads = launch(out.size)
+        lowest = x.dtype.type(-np.inf) if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        _max_pool[blocks, threads](out.size, x.buffer, out.buffer, argmax.buffer, h, w, oh, ow,
+                                   *kernel_size, *stride, *padding, *dilation, lowest)
+    return out, argmax
+
+
+def max_pool2d_backward(grad_out, argmax, x_shape):
+    """Each window's gradient is added to the cell that won it. Overlapping windows can share a
+    winner, so the adds are atomic, into float64: the few float32 terms a cell receives add up
+    exactly there whatever order the threads arrive in, so the result is deterministic (and,
+    rounded once, equals the reference's float64 bincount)."""
+    from .movement import astype, zeros
+    n, c, h, w = x_shape
+    oh, ow = grad_out.shape[2:]
+    dx64 = zeros(tuple(x_shape), np.float64)
+    if grad_out.size:
+        blocks, threads = launch(grad_out.size)
+        _max_pool_backward[blocks, threads](grad_out.size, grad_out.buffer, argmax.buffer,
+                                            dx64.buffer, h * w, oh * ow)
+    return astype(dx64, grad_out.dtype)
+
+
+# -- average pooling -------------------------------------------------------------------------------
+
+@cuda.jit(device=True)
+def _divisor(start, kernel, size, padding, count_include_pad):
+    end = min(start + kernel, size + padding)
+    if count_include_pad:
+        return end - start
+    return min(end, size) - max(start, 0)
+
+
+@cuda.jit
+def _avg_pool(count, x, out, h, w, oh, ow, kh, kw, sh, sw, ph, pw, include_pad):
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane = e // (oh * ow)
+        oy, oz = (e // ow) % oh, e % ow
+        total = x[0] * 0
+        for i in range(kh):
+            y = oy * sh - ph + i
+            for j in range(kw):
+                z = oz * sw - pw + j
+                if 0 <= y < h and 0 <= z < w:
+                    total += x[plane * h * w + y * w + z]
+        divisor = _divisor(oy * sh - ph, kh, h, ph, include_pad) * \
+            _divisor(oz * sw - pw, kw, w, pw, include_pad)
+        out[e] = total / divisor
+
+
+@cuda.jit
+def _avg_pool_backward(count, grad, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw, include_pad):
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane, y, z = e // (h * w), (e // w) % h, e % w
+        total = grad[0] * 0
+        for i in range(kh):
+            ty = y + ph - i
+            if ty < 0 or ty % sh != 0 or ty // sh >= oh:
+                continue
+            oy = ty // sh
+            for j in range(kw):
+                tz = z + pw - j
+                if tz < 0 or tz % sw != 0 or tz // sw >= ow:
+                    continue
+                oz = tz // sw
+                divisor = _divisor(oy * sh - ph, kh, h, ph, include_pad) * \
+                    _divisor(oz * sw - pw, kw, w, pw, include_pad)
+                total += grad[plane * oh * ow + oy * ow + oz] / divisor
+        dx[e] = total
+
+
+def _avg_sizes(x_shape, kernel_size, stride, padding, ceil_mode):
+    h, w = x_shape[2:]
+    return (pool_output_size(h, kernel_size[0], stride[0], padding[0], 1, ceil_mode),
+            pool_output_size(w, kernel_size[1], stride[1], padding[1], 1, ceil_mode))
+
+
+def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    n, c, h, w = x.shape
+    oh, ow = _avg_sizes(x.shape, kernel_size, stride, padding, ceil_mode)
+    out = empty((n, c, oh, ow), x.dtype)
+    if out.size:
+        blocks, threads = launch(out.size)
+        _avg_pool[blocks, threads](out.size, x.buffer, out.buffer, h, w, oh, ow, *kernel_size,
+                                   *stride, *padding, bool(count_include_pad))
+    return out
+
+
+def avg_pool2d_backward(grad_out, x_shape, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad):
+    n, c, h, w = x_shape
+    oh, ow = _avg_sizes(x_shape, kernel_size, stride, padding, ceil_mode)
+    dx = empty(tuple(x_shape), grad_out.dtype)
+    if dx.size:
+        blocks, threads = launch(dx.size)
+        _avg_pool_backward[blocks, threads](dx.size, grad_out.buffer, dx.buffer, h, w, oh, ow,
+                                            *kernel_size, *stride, *padding,
+                                            bool(count_include_pad))
+    return dx

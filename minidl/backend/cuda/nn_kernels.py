@@ -1,0 +1,348 @@
+"""Row kernels for softmax, log-softmax, fused softmax-cross-entropy and layer norm; GELU.
+
+A row kernel gives each row (the softmax axis, a layer-norm feature vector) to one thread
+block. Its threads stride along the row, and the row's maximum, sum or mean comes from a tree
+reduction in shared memory (see :mod:`.reduction` for the pattern); then every thread writes its
+share of the row from those per-row numbers. Statistics are accumulated in float64 and results
+rounded once to the input's dtype, so they agree with the reference to the dtype's precision.
+
+The formulas, and why they are stable, are documented in the reference
+(:mod:`minidl.backend.reference.nn_kernels`); the kernels follow them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from .device import download, empty, launch, read_flag, transfers
+from .elementwise import binary, unary
+from .movement import reshape, transpose
+from .reduction import REDUCE_THREADS, sum as reduce_sum
+
+_ROW_BLOCKS = 4 if REDUCE_THREADS < 32 else 65535
+
+
+@cuda.jit(device=True)
+def _block_total(scratch, value, largest):
+    """The block-wide sum (or max when ``largest``) of every thread's ``value``."""
+    t = cuda.threadIdx.x
+    scratch[t] = value
+    cuda.syncthreads()
+    step = REDUCE_THREADS // 2
+    while step > 0:
+        if t < step:
+            if largest:
+                if scratch[t + step] > scratch[t]:
+                    scratch[t] = scratch[t + step]
+            else:
+                scratch[t] += scratch[t + step]
+        cuda.syncthreads()
+        step //= 2
+    total = scratch[0]
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit(device=True)
+def _exp(z):
+    # z <= 0 here (shifted by the row max) except for nan; guarded so the simulator's Python
+    # math never raises.
+    if z != z:
+        return z
+    return math.exp(z)
+
+
+@cuda.jit
+def _softmax_rows(x, out, rows, length, logarithm):
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        base = row * length
+        peak = -math.inf
+        for i in range(t, length, REDUCE_THREADS):
+            if x[base + i] > peak:
+                peak = float(x[base + i])
+        peak = _block_total(scratch, peak, True)
+        total = 0.0
+        for i in range(t, length, REDUCE_THREADS):
+            total += _exp(x[base + i] - peak)
+        total = _block_total(scratch, total, False)
+        for i in range(t, length, REDUCE_THREADS):
+            if logarithm:
+                out[base + i] = x[base + i] - peak - math.log(total)
+            else:
+                out[base + i] = _exp(x[base + i] - peak) / total
+
+
+def _along_last(x, axis):
+    axis = int(axis) % x.ndim
+    if axis == x.ndim - 1:
+        return x, None
+    order = tuple(a for a in range(x.ndim) if a != axis) + (axis,)
+    return transpose(x, order), order
+
+
+def _softmax(x, axis, logarithm):
+    moved, order = _along_last(x, axis)
+    length = moved.shape[-1] if moved.ndim else 1
+    rows = moved.size // length if length else 0
+    out = empty(moved.shape, x.dtype)
+    if out.size:
+        _softmax_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](moved.buffer, out.buffer, rows,
+                                                              length, logarithm)
+    if order is None:
+        return out
+    inverse = tuple(np.argsort(order))
+    return transpose(out, inverse)
+
+
+def softmax(x, axis):
+    return _softmax(x, axis, False)
+
+
+def log_softmax(x, axis):
+    return _softmax(x, axis, True)
+
+
+# -- softmax + cross-entropy -----------------------------------------------------------------------
+
+@cuda.jit
+def _first_bad_target(targets, count, classes, ignore_index, first_bad):
+    for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        target = targets[i]
+        if target != ignore_index and (target < 0 or target >= classes):
+            cuda.atomic.min(first_bad, 0, i)
+
+
+@cuda.jit
+def _set(flag, value):
+    flag[0] = value
+
+
+@cuda.jit
+def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing):
+    for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
+        target = targets[i]
+        if target == ignore_index:
+            losses[i] = 0
+            continue
+        loss = -(1.0 - smoothing) * log_probs[i * classes + target]
+        if smoothing != 0.0:
+            total = 0.0
+            for c in range(classes):
+                total += log_probs[i * classes + c]
+            loss -= smoothing / classes * total
+        losses[i] = loss
+
+
+@cuda.jit
+def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ignore_index,
+                        smoothing):
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        i, c = e // classes, e % classes
+        target = targets[i]
+        if target == ignore_index:
+            out[e] = 0
+            continue
+        d = math.exp(log_probs[e]) - smoothing / classes
+        if c == target:
+            d -= 1.0 - smoothing
+        out[e] = d * grad_losses[i]
+
+
+def _check_targets(targets, classes, ignore_index):
+    none = np.iinfo(np.int64).max
+    flag = cuda.device_array(1, np.int64)
+    _set[1, 1](flag, none)
+    blocks, threads = launch(targets.size)
+    _first_bad_target[blocks, threads](targets.buffer, targets.size, classes, ignore_index, flag)
+    position = read_flag(flag)
+    if position != none:
+        value = int(download(targets).reshape(-1)[position])
+        transfers["to_numpy"] -= 1  # the error report's own read
+        transfers["checks"] += 1
+        raise ValueError(f"target {value} is out of range for {classes} classes")
+
+
+def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
+    from .movement import astype
+    n, classes = logits.shape
+    targets = astype(targets, np.int64)
+    if n:
+        _check_targets(targets, classes, int(ignore_index))
+    log_probs = log_softmax(logits, 1)
+    losses = empty((n,), logits.dtype)
+    if n:
+        blocks, threads = launch(n)
+        _cross_entropy_rows[blocks, threads](log_probs.buffer, targets.buffer, losses.buffer, n,
+                                             classes, int(ignore_index), float(label_smoothing))
+    return losses, log_probs
+
+
+def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
+                                   label_smoothing):
+    from .movement import astype
+    n, classes = log_probs.shape
+    targets = astype(targets, np.int64)
+    grad_losses = astype(grad_losses, log_probs.dtype)
+    out = empty(log_probs.shape, log_probs.dtype)
+    if out.size:
+        blocks, threads = launch(out.size)
+        _cross_entropy_grad[blocks, threads](out.size, grad_losses.buffer, log_probs.buffer,
+                                             targets.buffer, out.buffer, classes,
+                                             int(ignore_index), float(label_smoothing))
+    return out
+
+
+# -- GELU ------------------------------------------------------------------------------------------
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+
+
+@cuda.jit(device=True)
+def _logistic(z):
+    # 1 / (1 + e^-z); e^-z overflowing only makes the result exactly 0
+    if -z > 709.0:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def gelu_exact(x):
+    x = float(x)
+    return x * 0.5 * math.erfc(-_SQRT_HALF * x)
+
+
+def gelu_tanh(x):
+    x = float(x)
+    return x * _logistic(2.0 * _TANH_SCALE * (x + _TANH_CUBIC * x * x * x))
+
+
+def gelu_exact_grad(grad, x):
+    x = float(x)
+    pdf = _INV_SQRT_2PI * math.exp(-0.5 * x * x)
+    return grad * (0.5 * math.erfc(-_SQRT_HALF * x) + x * pdf)
+
+
+def gelu_tanh_grad(grad, x):
+    x = float(x)
+    u = _TANH_SCALE * (x + _TANH_CUBIC * x * x * x)
+    rising, falling = _logistic(2.0 * u), _logistic(-2.0 * u)
+    du_dx = _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * x * x)
+    return grad * (rising + 2.0 * x * rising * falling * du_dx)
+
+
+def _check_approximate(approximate):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def gelu_forward(x, approximate):
+    _check_approximate(approximate)
+    return unary(gelu_tanh if approximate == "tanh" else gelu_exact, x, x.dtype)
+
+
+def gelu_backward(grad, x, approximate):
+    _check_approximate(approximate)
+    return binary(gelu_tanh_grad if approximate == "tanh" else gelu_exact_grad, grad, x,
+                  x.dtype, x.dtype)
+
+
+# -- layer norm ------------------------------------------------------------------------------------
+
+@cuda.jit
+def _layer_norm_rows(x, y, mean_out, rstd_out, weight, bias, has_weight, has_bias, rows, length,
+                     eps):
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        base = row * length
+        total = 0.0
+        for i in range(t, length, REDUCE_THREADS):
+            total += x[base + i]
+        mean = _block_total(scratch, total, False) / length
+        spread = 0.0
+        for i in range(t, length, REDUCE_THREADS):
+            d = x[base + i] - mean
+            spread += d * d
+        rstd = 1.0 / math.sqrt(_block_total(scratch, spread, False) / length + eps)
+        for i in range(t, length, REDUCE_THREADS):
+            value = (x[base + i] - mean) * rstd
+            if has_weight:
+                value *= weight[i]
+            if has_bias:
+                value += bias[i]
+            y[base + i] = value
+        if t == 0:
+            mean_out[row] = mean
+            rstd_out[row] = rstd
+
+
+@cuda.jit
+def _layer_norm_grad_rows(grad, x, mean, rstd, weight, has_weight, dx, rows, length):
+    # dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad * weight
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        base = row * length
+        g_total = 0.0
+        gx_total = 0.0
+        for i in range(t, length, REDUCE_THREADS):
+            g = float(grad[base + i])
+            if has_weight:
+                g *= weight[i]
+            g_total += g
+            gx_total += g * (x[base + i] - mean[row]) * rstd[row]
+        g_mean = _block_total(scratch, g_total, False) / length
+        gx_mean = _block_total(scratch, gx_total, False) / length
+        for i in range(t, length, REDUCE_THREADS):
+            g = float(grad[base + i])
+            if has_weight:
+                g *= weight[i]
+            xhat = (x[base + i] - mean[row]) * rstd[row]
+            dx[base + i] = rstd[row] * (g - g_mean - xhat * gx_mean)
+
+
+def _optional(array, dtype):
+    if array is None:
+        return empty((1,), dtype).buffer, False
+    return array.buffer, True
+
+
+def layer_norm_forward(x, weight, bias, eps):
+    rows, length = x.shape
+    y = empty(x.shape, x.dtype)
+    mean, rstd = empty((rows,), x.dtype), empty((rows,), x.dtype)
+    if rows and length:
+        w, has_w = _optional(weight, x.dtype)
+        b, has_b = _optional(bias, x.dtype)
+        _layer_norm_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+            x.buffer, y.buffer, mean.buffer, rstd.buffer, w, b, has_w, has_b, rows, length,
+            float(eps))
+    return y, mean, rstd
+
+
+def layer_norm_backward(grad, x, mean, rstd, weight):
+    rows, length = x.shape
+    dx = empty(x.shape, x.dtype)
+    if rows and length:
+        w, has_w = _optional(weight, x.dtype)
+        _layer_norm_grad_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+            grad.buffer, x.buffer, mean.buffer, rstd.buffer, w, has_w, dx.buffer, rows, length)
+    if weight is None:
+        return dx, None, None
+    from .elementwise import mul, sub
+    xhat = binary(mul, binary(sub, x, reshape(mean, (rows, 1)), x.dtype, x.dtype),
+                  reshape(rstd, (rows, 1)), x.dtype, x.dtype)
+    dweight = reduce_sum(binary(mul, grad, xhat, x.dtype, x.dtype), 0)
+    return dx, dweight, reduce_sum(grad, 0)
+
+
+__all__ = ["softmax", "log_softmax", "softmax_cross_entropy_forward",
+           "softmax_cross_entropy_backward", "gelu_forward", "gelu_backward",
+           "layer_norm_forward", "layer_norm_backward"]

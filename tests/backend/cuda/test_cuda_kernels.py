@@ -1,0 +1,289 @@
+"""The CUDA kernels against the NumPy reference, on shapes chosen to reach their edge cases:
+GEMM edge tiles and broadcast batches, reductions over leading axes and rows longer than a
+block, argmax ties and nan, overlapping and ceil-mode pooling, dilated im2col, the Philox counter
+wrapping, every advanced-index form, duplicate scatter-adds. The optimizer updates and the
+uniform random stream must equal the CPU bit for bit (the contract's rounding order); float math
+elsewhere agrees to the dtype's precision.
+
+Every primitive of the contract is also run against hand-worked values in
+tests/backend/test_backend_primitive_list.py, which includes this backend when CUDA is present.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_helpers import backend, down, requires_cuda, up  # noqa: E402
+
+from minidl.backend.primitives import ALL_PRIMITIVES  # noqa: E402
+from minidl.backend.reference import ReferenceBackend  # noqa: E402
+
+pytestmark = requires_cuda
+REF = ReferenceBackend()
+rng = np.random.default_rng(7)
+
+
+def normal(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def same(name, *arguments, exact=False, rtol=1e-5, atol=1e-6):
+    """Run primitive ``name`` on the reference and on CUDA; compare every output."""
+    expected = getattr(REF, name)(*arguments)
+    actual = down(getattr(backend(), name)(*up(arguments)))
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    assert len(actual) == len(expected), name
+    for got, want in zip(actual, expected):
+        if want is None:
+            assert got is None, name
+            continue
+        want = np.asarray(want)
+        assert got.shape == want.shape and got.dtype == want.dtype, (name, got.shape, got.dtype,
+                                                                     want.shape, want.dtype)
+        if exact:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+def test_the_backend_implements_every_primitive():
+    cls = type(backend())
+    from minidl.backend.primitives import Backend
+    missing = [p for p in ALL_PRIMITIVES if getattr(cls, p) is getattr(Backend, p)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 9)), ((2, 1, 5, 5), (5, 6)), ((3, 1, 4, 6),
+                                                                             (2, 6, 3)),
+                                    ((1, 5), (5, 1)), ((3, 0), (0, 2))])
+def test_batched_gemm_matches_numpy_across_edge_tiles_and_broadcast_batches(shapes):
+    a, b = normal(*shapes[0]), normal(*shapes[1])
+    same("matmul", a, b, rtol=1e-5, atol=1e-5)
+    same("matmul", a.astype(np.float64), b.astype(np.float64), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (1, False), (2, False),
+                                            ((0, 2), True), ((1, 2), False)])
+def test_tree_reductions_match_numpy(axis, keepdims):
+    x = normal(2, 21, 3)  # axis 1 is longer than a serial row: the tree path
+    for name in ("sum", "max", "min"):
+        same(name, x, axis, keepdims)
+    same("sum", (x > 0), axis, keepdims, exact=True)  # bool counts as int64
+    same("max", x.astype(np.int32), axis, keepdims, exact=True)
+
+
+def test_arg_reductions_take_the_first_of_ties_and_nan_wins():
+    x = np.array([[1.0, 3.0, 3.0, -1.0] * 5, [2.0, np.nan, 5.0, np.nan] * 5], np.float32)
+    for name in ("argmax", "argmin"):
+        same(name, x, 1, False, exact=True)
+        same(name, x, None, False, exact=True)
+        same(name, x.T.copy(), 0, True, exact=True)
+    with pytest.raises(ValueError):
+        backend().max(up(np.zeros((2, 0), np.float32)), 1)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan from negative ** fraction, as NumPy
+@pytest.mark.parametrize("fn", ["add", "sub", "mul", "div", "power", "maximum", "minimum",
+                                "floor_divide", "remainder", "equal", "less", "greater_equal"])
+def test_binary_math_broadcasts_and_follows_numpy_dtypes(fn):
+    a, b = normal(3, 1, 4), normal(5, 1) + 0.5
+    same(fn, a, b, rtol=1e-5, atol=1e-6)
+    same(fn, a, 2.5)
+    same(fn, 3, b)
+    same(fn, np.arange(-6, 6).reshape(3, 4), np.array([3, 2, 5, 7]), exact=True)
+    same(fn, a.astype(np.float64), np.float64(-1.5), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # x / 0 on the simulator's NumPy scalars
+def test_floor_division_and_remainder_follow_pythons_signs_including_zero_divisors():
+    a = np.array([7.0, -7.0, 7.0, -7.0, 0.0, 1.0, -1.0, 5.5, -5.5, 1e300, np.inf, np.nan, 5.0,
+                  5.0, -5.0], np.float64)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 0.0, 0.0, 0.5, 2.0, 3e-10, 2.0, 2.0, np.inf,
+                  -np.inf, np.inf], np.float64)
+    with np.errstate(all="ignore"):
+        same("floor_divide", a, b, exact=True)
+        same("remainder", a, b, exact=True)
+        ints = (np.array([7, -7, 7, -7, 5]), np.array([2, 2, -2, -2, 0]))
+        same("floor_divide", *ints, exact=True)
+        same("remainder", *ints, exact=True)
+
+
+@pytest.mark.parametrize("fn", ["neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
+                                "sign", "logical_not"])
+def test_unary_math_matches_numpy_including_domain_edges(fn):
+    x = np.array([-800.0, -3.0, -0.5, 0.0, 0.5, 2.0, 800.0, np.inf, -np.inf, np.nan], np.float32)
+    with np.errstate(all="ignore"):
+        if fn == "logical_not":
+            same(fn, x > 0, exact=True)
+        else:
+            same(fn, x, rtol=1e-6, atol=1e-7)
+            same(fn, x.astype(np.float64), rtol=1e-14, atol=1e-300)
+
+
+def test_where_clip_and_logic():
+    x, y = normal(4, 3), normal(3)
+    same("where", x > 0, x, y, exact=True)
+    same("where", x > 0, x, 0.0, exact=True)
+    same("clip", x, -0.5, None, exact=True)
+    same("clip", x, None, 0.2, exact=True)
+    same("logical_and", x > 0, y > 0, exact=True)
+    same("logical_or", x > 0, True, exact=True)
+    same("relu_backward", x, y, exact=True)
+
+
+@pytest.mark.parametrize("index", [
+    (1,), (slice(None, None, -2),), (Ellipsis, 1), (None, slice(1, 3), None, 0),
+    (np.array([2, 0, 2]),), (slice(None), np.array([[0, 1], [2, -1]])),
+    (np.array([0, 2]), slice(None), np.array([1, 3])),
+    (np.array([[1], [0]]), 1, np.array([0, 2, 3])),
+])
+def test_indexing_reads_writes_and_scatter_adds_as_numpy(index):
+    x = normal(3, 4, 5)
+    same("getitem", x, index, exact=True)
+    selection = x[index]
+    same("index_add", x.shape, index, np.ones_like(selection), np.float32, exact=True)
+    target = x.copy()
+    REF.setitem_(target, index, -1.0)
+    device = up(x)
+    backend().setitem_(device, up(index), -1.0)
+    np.testing.assert_array_equal(down(device), target)
+
+
+def test_index_add_accumulates_repeated_indices():
+    rows = np.array([1, 3, 1, 1, 0])
+    values = normal(5, 4)
+    same("index_add", (4, 4), (rows,), values, np.float32, rtol=1e-6)
+
+
+def test_out_of_range_indices_raise_index_errors_naming_them():
+    table = up(normal(4, 3))
+    with pytest.raises(IndexError, match="index 4 is out of range for 4 rows"):
+        backend().take(table, up(np.array([0, 4, 9])))
+    with pytest.raises(IndexError, match="index -1"):
+        backend().take(table, up(np.array([-1])))
+    with pytest.raises(IndexError, match="index 7 is out of range for 5 classes"):
+        backend().one_hot(up(np.array([1, 7])), 5, np.float32)
+    with pytest.raises(IndexError):
+        backend().getitem(table, (up(np.array([0, 5])),))
+    with pytest.raises(ValueError, match="target 3 is out of range for 3 classes"):
+        backend().softmax_cross_entropy_forward(up(normal(2, 3)), up(np.array([0, 3])), -100,
+                                                0.0)
+
+
+def test_take_one_hot_nonzero_concatenate_stack():
+    table, rows = normal(6, 2, 3), np.array([[5, 0], [2, 2]])
+    same("take", table, rows, exact=True)
+    same("one_hot", np.array([[0, 4], [2, 1]]), 5, np.float32, exact=True)
+    mask = normal(3, 700) > 0.5  # more than one scan chunk
+    same("nonzero", mask, exact=True)
+    same("nonzero", np.zeros((2, 2), bool), exact=True)
+    parts = [normal(2, 3), normal(2, 1), normal(2, 2)]
+    same("concatenate", parts, 1, exact=True)
+    same("stack", [normal(2, 3), normal(2, 3)], 1, exact=True)
+    same("transpose", normal(2, 3, 4), (2, 0, 1), exact=True)
+    same("broadcast_to", normal(3, 1), (2, 3, 4), exact=True)
+    same("astype", normal(2, 3) * 10, np.int32, exact=True)
+
+
+@pytest.mark.parametrize("geometry", [((3, 3), (1, 1), (1, 1), (1, 1)),
+                                      ((2, 3), (2, 1), (0, 1), (2, 1)),
+                                      ((3, 2), (2, 3), (1, 0), (1, 2))])
+def test_im2col_and_its_adjoint_col2im(geometry):
+    x = normal(2, 3, 7, 6)
+    same("im2col", x, *geometry, exact=True)
+    cols = REF.im2col(x, *geometry)
+    same("col2im", normal(*cols.shape), x.shape, *geometry, rtol=1e-6)
+
+
+@pytest.mark.parametrize("pool", [((2, 2), (2, 2), (0, 0), (1, 1), False),
+                                  ((3, 3), (2, 2), (1, 1), (1, 1), True),
+                                  ((3, 2), (1, 2), (1, 0), (2, 1), True)])
+def test_max_and_average_pooling_forward_and_backward(pool):
+    kernel, stride, padding, dilation, ceil_mode = pool
+    x = normal(2, 2, 7, 8)
+    x[0, 0, :2, :2] = 1.0  # ties inside a window
+    same("max_pool2d_forward", x, *pool, exact=True)
+    out, argmax = REF.max_pool2d_forward(x, *pool)
+    same("max_pool2d_backward", normal(*out.shape), argmax, x.shape, exact=True)
+    if dilation == (1, 1):
+        for include in (False, True):
+            same("avg_pool2d_forward", x, kernel, stride, padding, ceil_mode, include,
+                 rtol=1e-6)
+            grad = normal(*REF.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode,
+                                                   include).shape)
+            same("avg_pool2d_backward", grad, x.shape, kernel, stride, padding, ceil_mode,
+                 include, rtol=1e-6)
+
+
+def test_softmax_cross_entropy_gelu_and_layer_norm():
+    x = normal(3, 40) * 4  # rows longer than a block
+    for axis in (0, 1):
+        same("softmax", x, axis, rtol=1e-5)
+        same("log_softmax", x, axis, rtol=1e-5, atol=1e-5)
+    targets = np.array([3, -100, 39])
+    for smoothing in (0.0, 0.1):
+        same("softmax_cross_entropy_forward", x, targets, -100, smoothing, rtol=1e-5,
+             atol=1e-5)
+        log_probs = REF.log_softmax(x, 1)
+        same("softmax_cross_entropy_backward", normal(3), log_probs, targets, -100, smoothing,
+             rtol=1e-5, atol=1e-6)
+    for approximate in ("none", "tanh"):
+        same("gelu_forward", x, approximate, rtol=1e-5, atol=1e-6)
+        same("gelu_backward", normal(3, 40), x, approximate, rtol=1e-5, atol=1e-6)
+    weight, bias = normal(40), normal(40)
+    same("layer_norm_forward", x, weight, bias, 1e-5, rtol=1e-5, atol=1e-5)
+    same("layer_norm_forward", x, None, None, 1e-5, rtol=1e-5, atol=1e-5)
+    _, mean, rstd = REF.layer_norm_forward(x, weight, bias, 1e-5)
+    same("layer_norm_backward", normal(3, 40), x, mean, rstd, weight, rtol=1e-4, atol=1e-5)
+    same("layer_norm_backward", normal(3, 40), x, mean, rstd, None, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_random_streams_equal_the_cpus(dtype):
+    for counter in (0, 5, 2 ** 64 - 2):  # the last one wraps past 2**64
+        same("random_uniform", (3, 5), dtype, (12345, 678), counter, exact=True)
+        same("random_normal", (7,), dtype, (1, 2), counter, rtol=1e-12 if dtype == np.float64
+             else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", [
+    dict(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False),
+    dict(momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=False, maximize=True),
+    dict(momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=True, maximize=False),
+])
+def test_sgd_update_equals_the_reference_bit_for_bit(dtype, options):
+    param, grad, buffer = normal(5, 3, dtype=dtype), normal(5, 3, dtype=dtype), \
+        normal(5, 3, dtype=dtype)
+    device = up([param, grad, buffer])
+    for first_step in (True, False):
+        arguments = dict(lr=0.05, first_step=first_step, **options)
+        REF.sgd_update(param, grad, buffer, **arguments)
+        backend().sgd_update(*device, **arguments)
+    np.testing.assert_array_equal(down(device[0]), param)
+    np.testing.assert_array_equal(down(device[2]), buffer)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("options", [
+    dict(weight_decay=0.0, decoupled_weight_decay=False, amsgrad=False, maximize=False),
+    dict(weight_decay=0.01, decoupled_weight_decay=False, amsgrad=True, maximize=True),
+    dict(weight_decay=0.01, decoupled_weight_decay=True, amsgrad=False, maximize=False),
+])
+def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
+    state = [normal(4, 3, dtype=dtype) for _ in range(2)] + \
+        [np.zeros((4, 3), dtype) for _ in range(3)]
+    device = up(state)
+    for step in (1, 2, 3):
+        grad = normal(4, 3, dtype=dtype)
+        arguments = dict(step=step, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, **options)
+        REF.adam_update(state[0], grad, *state[2:], **arguments)
+        backend().adam_update(device[0], up(grad), *device[2:], **arguments)
+    for got, want in zip(device, state):
+        np.testing.assert_array_equal(down(got), want)
