@@ -5,12 +5,14 @@
 Rows: training throughput (Adam steps/s) of an MLP 784-512-512-10 (batch 128), LeNet-5 on 28×28
 inputs (batch 64), a CIFAR-shaped CNN (3 × conv3×3 + BatchNorm + ReLU + maxpool, 32-64-64
 channels, batch 64) and one pre-norm attention block (d=128, 4 heads, sequence 64, batch 32);
+an LSTM language model (vocabulary 10k, embedding 128, hidden 256, 35 steps, batch 32) and a
+2-layer Transformer encoder (d 128, 4 heads, feed-forward 512, sequence 64, batch 32);
 single-sample inference latency of a small CNN with BatchNorm (eval), eager and through
 ``md.compile``, against PyTorch and onnxruntime; the time of ``import minidl`` and of a fresh
 process's first forward pass and first training step, with a warm and with a cold Numba cache.
 Both engines use the same number of threads; ratios are minidl / PyTorch from the same run (for
 latencies, PyTorch / minidl, so above 1 is faster everywhere), so they do not depend on how fast
-this particular machine is.
+this particular machine is. ``--workloads lstm transformer`` times only some rows.
 
 Each engine is timed in its own child process: NumPy's BLAS, Numba and PyTorch each keep a pool
 of spinning worker threads, and two pools in one process fight over the cores.
@@ -198,6 +200,66 @@ def inference_call(engine: str):
     return lambda: session.run(None, {name: sample})
 
 
+# -- sequence models: the same network written against either library --------------------------
+
+VOCAB, EMBED, HIDDEN, STEPS, BATCH = 10_000, 128, 256, 35, 32
+D_MODEL, HEADS, FEED_FORWARD, SEQUENCE = 128, 4, 512, 64
+
+
+def sequence_step(engine: str, kind: str):
+    """One Adam training step of the LSTM language model or the Transformer encoder."""
+    if engine == "torch":
+        import torch as lib
+        from torch import nn
+        lib.manual_seed(0)
+        tensor = lib.tensor
+    else:
+        import minidl as lib
+        from minidl import nn
+        lib.manual_seed(0)
+        tensor = lib.tensor
+    rng = np.random.default_rng(0)
+
+    class LanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, EMBED)
+            self.lstm = nn.LSTM(EMBED, HIDDEN)
+            self.head = nn.Linear(HIDDEN, VOCAB)
+
+        def forward(self, tokens):
+            return self.head(self.lstm(self.embed(tokens))[0]).reshape(STEPS * BATCH, VOCAB)
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer0 = nn.TransformerEncoderLayer(D_MODEL, HEADS, FEED_FORWARD,
+                                                     batch_first=True)
+            self.layer1 = nn.TransformerEncoderLayer(D_MODEL, HEADS, FEED_FORWARD,
+                                                     batch_first=True)
+            self.head = nn.Linear(D_MODEL, 10)
+
+        def forward(self, x):
+            return self.head(self.layer1(self.layer0(x)).mean(1))
+
+    if kind == "lstm":
+        model = LanguageModel()
+        x = tensor(rng.integers(0, VOCAB, (STEPS, BATCH)))
+        y = tensor(rng.integers(0, VOCAB, STEPS * BATCH))
+    else:
+        model = Encoder()
+        x = tensor(rng.standard_normal((BATCH, SEQUENCE, D_MODEL)).astype(np.float32))
+        y = tensor(rng.integers(0, 10, BATCH))
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
 # -- fresh-process costs -----------------------------------------------------------------------------
 
 _FIRST_STEP = """
@@ -255,6 +317,8 @@ def worker(engine: str, kind: str, seconds: float) -> None:
         minidl.set_num_threads(THREADS)
     if kind == "infer":
         step = inference_call(engine)
+    elif kind in ("lstm", "transformer"):
+        step = sequence_step(engine, kind)
     else:
         builder, shape, batch = WORKLOADS[kind]
         step = torch_step(kind, shape, batch) if engine == "torch" else \
@@ -294,6 +358,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="timing window per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs per engine")
+    parser.add_argument("--workloads", nargs="+",
+                        default=["mlp", "lenet", "cifar", "attention", "lstm", "transformer",
+                                 "infer", "startup"],
+                        help="which rows to time (mlp, lenet, cifar, attention, lstm, "
+                             "transformer, infer, startup)")
     parser.add_argument("--threads", type=int, default=THREADS,
                         help="threads per engine (1 gives steadier ratios on a busy machine)")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "WORKLOAD"), help=argparse.SUPPRESS)
@@ -312,7 +381,11 @@ def main() -> None:
             ("MLP 784-512-512-10, batch 128, Adam", "mlp", ">= 1.2x"),
             ("LeNet-5 28x28, batch 64, Adam", "lenet", ">= 1.0x"),
             ("CIFAR CNN 3x(conv3x3+BN+ReLU+pool) 32-64-64, b64, Adam", "cifar", ">= 1.0x"),
-            ("pre-norm attention block d=128 seq 64, b32, Adam", "attention", ">= 1.0x")):
+            ("pre-norm attention block d=128 seq 64, b32, Adam", "attention", ">= 1.0x"),
+            ("LSTM LM 10k/128/256, seq 35, batch 32, Adam", "lstm", ">= 1.0x"),
+            ("Transformer enc. 2x(d 128, 4 heads), seq 64, batch 32", "transformer", ">= 0.8x")):
+        if kind not in args.workloads:
+            continue
         rates = best_rates(engines, kind, args.seconds, args.rounds)
         ours, theirs = rates["minidl"], rates.get("torch")
         rows.append((label, f"{ours:.1f} steps/s",
@@ -320,34 +393,36 @@ def main() -> None:
                      f"{ours / theirs:.2f}x" if theirs else "n/a", target))
 
     # Latencies: the ratio is PyTorch's latency over ours (above 1: minidl is faster).
-    try:
-        import onnxruntime  # noqa: F401
-        infer_engines = engines + ("compiled", "ort")
-    except ImportError:
-        infer_engines = engines + ("compiled",)
-    rates = best_rates(infer_engines, "infer", args.seconds, args.rounds)
-    micros = {engine: 1e6 / rate for engine, rate in rates.items()}
-    torch_us = micros.get("torch")
-    for label, engine, target in (("single-sample small CNN+BN, model(x)", "minidl", ""),
-                                  ("single-sample small CNN+BN, md.compile", "compiled",
-                                   ">= 2x (<= 0.5 of PyTorch's latency)")):
-        rows.append((label, f"{micros[engine]:.0f} us",
-                     f"{torch_us:.0f} us" if torch_us else "n/a",
-                     f"{torch_us / micros[engine]:.2f}x" if torch_us else "n/a", target))
-    if "ort" in micros:
-        rows.append(("  same, onnxruntime (md.compile / ort latency)", f"{micros['ort']:.0f} us",
-                     "", f"{micros['compiled'] / micros['ort']:.2f}", "<= 3"))
+    if "infer" in args.workloads:
+        try:
+            import onnxruntime  # noqa: F401
+            infer_engines = engines + ("compiled", "ort")
+        except ImportError:
+            infer_engines = engines + ("compiled",)
+        rates = best_rates(infer_engines, "infer", args.seconds, args.rounds)
+        micros = {engine: 1e6 / rate for engine, rate in rates.items()}
+        torch_us = micros.get("torch")
+        for label, engine, target in (("single-sample small CNN+BN, model(x)", "minidl", ""),
+                                      ("single-sample small CNN+BN, md.compile", "compiled",
+                                       ">= 2x (<= 0.5 of PyTorch's latency)")):
+            rows.append((label, f"{micros[engine]:.0f} us",
+                         f"{torch_us:.0f} us" if torch_us else "n/a",
+                         f"{torch_us / micros[engine]:.2f}x" if torch_us else "n/a", target))
+        if "ort" in micros:
+            rows.append(("  same, onnxruntime (md.compile / ort latency)", f"{micros['ort']:.0f} us",
+                         "", f"{micros['compiled'] / micros['ort']:.2f}", "<= 3"))
 
-    import_s, warm_forward_s, warm_step_s = fresh_process_times(cold=False)
-    _, cold_forward_s, cold_step_s = fresh_process_times(cold=True)
-    rows.append(("import minidl (fresh process)", f"{import_s * 1000:.0f} ms", "", "",
-                 "<= 300 ms"))
-    rows.append(("import + first forward, warm Numba cache", f"{warm_forward_s:.2f} s", "", "",
-                 "<= 0.3 s"))
-    rows.append(("import + first forward, cold Numba cache", f"{cold_forward_s:.2f} s", "", "",
-                 "<= 3 s"))
-    rows.append(("then first training step, warm / cold cache",
-                 f"{warm_step_s:.2f} / {cold_step_s:.2f} s", "", "", "<= 2 s warm"))
+    if "startup" in args.workloads:
+        import_s, warm_forward_s, warm_step_s = fresh_process_times(cold=False)
+        _, cold_forward_s, cold_step_s = fresh_process_times(cold=True)
+        rows.append(("import minidl (fresh process)", f"{import_s * 1000:.0f} ms", "", "",
+                     "<= 300 ms"))
+        rows.append(("import + first forward, warm Numba cache", f"{warm_forward_s:.2f} s", "", "",
+                     "<= 0.3 s"))
+        rows.append(("import + first forward, cold Numba cache", f"{cold_forward_s:.2f} s", "", "",
+                     "<= 3 s"))
+        rows.append(("then first training step, warm / cold cache",
+                     f"{warm_step_s:.2f} / {cold_step_s:.2f} s", "", "", "<= 2 s warm"))
 
     print(f"threads: {THREADS}; torch: {torch.__version__ if torch else 'not installed'}")
     header = ("benchmark", "minidl", "PyTorch", "ratio", "target")

@@ -39,6 +39,21 @@ def test_data_reader_snippet(images_labels):
     reader.load_state_dict(s)
 
 
+def test_data_like_pytorch_snippet(images_labels):
+    from minidl.data import Dataset, TensorDataset, DataLoader, random_split
+    X, y = images_labels
+    loader = DataLoader(TensorDataset(md.tensor(X), md.tensor(y)), batch_size=32, shuffle=True,
+                        seed=0)
+    xb, yb = loader.next_batch()
+    assert isinstance(xb, md.Tensor) and xb.shape == (32, 1, 8, 8) and yb.dtype == np.int64
+    s = loader.state_dict()
+    expected = loader.next_batch()[1].numpy()
+    loader.load_state_dict(s)
+    np.testing.assert_array_equal(loader.next_batch()[1].numpy(), expected)
+    train, val = random_split(TensorDataset(md.tensor(X), md.tensor(y)), [48, 16])
+    assert issubclass(type(train), Dataset) and len(val) == 16
+
+
 def test_streaming_snippets(tmp_path):
     from minidl.data import CSVReader, DataReader, NpyDataset
     path = tmp_path / "train.csv"

@@ -520,6 +520,41 @@ class Backend:
         depend on x and add the terms that remove the mean and the x̂ component of the gradient."""
         raise NotImplementedError
 
+    # -- recurrent cells -------------------------------------------------------------------------
+
+    @staticmethod
+    def lstm_cell_forward(gates, c_prev):
+        """One LSTM step from the gate pre-activations ``gates`` (N, 4H), in PyTorch's order
+        [input, forget, cell, output], and the previous cell state ``c_prev`` (N, H).
+
+        With i, f, o = σ(…) and g = tanh(…): c = f·c_prev + i·g and h = o·tanh(c). Returns
+        ``(h, c, activated)``; ``activated`` (N, 4H) holds i, f, g, o for the backward step.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def lstm_cell_backward(grad_h, grad_c, c_prev, c, activated):
+        """Gradients of one LSTM step: ``(grad_gates (N, 4H), grad_c_prev (N, H))`` from the
+        gradients reaching h and c, and what ``lstm_cell_forward`` returned."""
+        raise NotImplementedError
+
+    @staticmethod
+    def gru_cell_forward(input_gates, hidden_gates, h_prev):
+        """One GRU step from ``input_gates`` = x·W_ihᵀ + b_ih and ``hidden_gates`` =
+        h_prev·W_hhᵀ + b_hh (both (N, 3H), PyTorch's order [reset, update, new]).
+
+        r, z = σ(…), n = tanh(x_n + r·h_n), h = (1 - z)·n + z·h_prev. Returns
+        ``(h, activated)``; ``activated`` (N, 3H) holds r, z, n for the backward step.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def gru_cell_backward(grad_h, hidden_gates, h_prev, activated):
+        """Gradients of one GRU step: ``(grad_input_gates, grad_hidden_gates, grad_h_prev)``,
+        the last being only the direct path through z·h_prev (the path through the hidden gates
+        is the caller's product with W_hh)."""
+        raise NotImplementedError
+
     # -- optimizer kernels (in place: they update the parameter and state arrays) ----------------
 
     @staticmethod

@@ -13,6 +13,10 @@ In memory (or memory-mapped): :class:`ArrayDataset` / :class:`NpyDataset` read t
 :class:`DataReader`, which shuffles by a permutation derived from ``(seed, epoch)`` -- so its state
 is two counters, never the permutation itself.
 
+PyTorch's way: a :class:`Dataset` (``len`` and ``ds[i]``, e.g. :class:`TensorDataset`, or the
+parts :func:`random_split` makes) read by a :class:`DataLoader` -- a ``DataReader`` that yields
+Tensors, collates like PyTorch and can gather batches in worker processes.
+
 Streaming from disk: :class:`CSVReader` and :class:`CTFReader` (the CNTK text format). Their
 position is a byte offset into the file; restoring seeks there instead of re-reading.
 
@@ -23,5 +27,10 @@ from minidl.data.dataset import ArrayDataset, NpyDataset
 from minidl.data.reader import DataReader
 from minidl.data.csv_reader import CSVReader
 from minidl.data.ctf_reader import CTFReader
+from minidl.data.map_dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from minidl.data.collate import default_collate
+from minidl.data.loader import DataLoader
 
-__all__ = ["ArrayDataset", "NpyDataset", "DataReader", "CSVReader", "CTFReader"]
+__all__ = ["ArrayDataset", "NpyDataset", "DataReader", "CSVReader", "CTFReader", "Dataset",
+           "TensorDataset", "Subset", "ConcatDataset", "random_split", "default_collate",
+           "DataLoader"]

@@ -48,7 +48,7 @@ class BatchReader:
             return self._cursor.produce()
         if self._prefetcher is None:
             self._handed_progress = self._cursor.progress()
-            self._prefetcher = Prefetcher(self._cursor, self._prefetch_depth)
+            self._prefetcher = self._start_prefetch()
         batch, self._handed_progress = self._prefetcher.get()
         return batch
 
@@ -98,6 +98,10 @@ class BatchReader:
         self._cursor.seek({name: state[name] for name in self.progress_fields})
 
     # -- background prefetch -------------------------------------------------------------------
+
+    def _start_prefetch(self):
+        """The object that reads ahead: ``get()`` gives ``(batch, progress)``, ``close()``."""
+        return Prefetcher(self._cursor, self._prefetch_depth)
 
     def _stop_prefetch(self) -> None:
         if self._prefetcher is None:

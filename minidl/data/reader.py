@@ -29,8 +29,8 @@ class _EpochCursor:
     sequence).
     """
 
-    def __init__(self, dataset, length, batch_size, shuffle, seed, drop_last, rank, world_size):
-        self.dataset = dataset
+    def __init__(self, fetch, length, batch_size, shuffle, seed, drop_last, rank, world_size):
+        self.fetch = fetch  # indices -> batch
         self.length = length
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -59,17 +59,21 @@ class _EpochCursor:
             self._order_epoch = self.epoch
         return self._order
 
-    def produce(self) -> tuple:
+    def take_indices(self) -> np.ndarray:
+        """This rank's sample indices of the next batch; the cursor moves past the whole job's
+        global batch."""
         stop = min(self.position + self.global_batch, self.epoch_end)
         global_batch = self._current_order()[self.position:stop]
         indices = rank_slice(global_batch, self.rank, self.world_size)
-        batch = as_batch(self.dataset[indices])
         self.position = stop
         if self.position >= self.epoch_end:
             self.epoch += 1
             self.position = 0
             self.epoch_end = self._epoch_end(0)
-        return batch
+        return indices
+
+    def produce(self):
+        return self.fetch(self.take_indices())
 
     def progress(self) -> dict:
         return {"epoch": self.epoch, "position": self.position}
@@ -122,13 +126,17 @@ class DataReader(BatchReader):
         self.drop_last = bool(drop_last)
         self.rank = rank
         self.world_size = world_size
-        cursor = _EpochCursor(dataset, length, batch_size, self.shuffle, seed, self.drop_last,
-                              rank, world_size)
+        cursor = _EpochCursor(self._fetch_batch, length, batch_size, self.shuffle, seed,
+                              self.drop_last, rank, world_size)
         if cursor.epoch_end == 0:
             raise ValueError(
                 f"batch_size: {batch_size} x world_size {world_size} leaves no batch in an "
                 f"epoch of {length} samples (drop_last={self.drop_last})")
         super().__init__(cursor, prefetch)
+
+    def _fetch_batch(self, indices: np.ndarray):
+        """The batch made of the samples at ``indices`` (subclasses change how it is made)."""
+        return as_batch(self.dataset[indices])
 
     def __len__(self) -> int:
         """Number of batches (steps) in a full epoch."""

@@ -1,6 +1,6 @@
 """Neural-network building blocks: Module, Parameter, layers, losses, init and functional forms."""
 
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .module import IncompatibleKeys, Module, StateDictMismatchError  # noqa: F401
 from .parameter import Parameter  # noqa: F401

@@ -11,6 +11,14 @@ from ..ops.nn_ops import log_softmax as _log_softmax
 from ..ops.nn_ops import softmax as _softmax
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.shape import flatten  # noqa: F401
+from ..ops.activations import (  # noqa: F401
+    elu, hardsigmoid, hardswish, leaky_relu, mish, prelu, silu, softplus,
+)
+from ..ops.conv1d import avg_pool1d, conv1d, max_pool1d  # noqa: F401
+from ..ops.conv_transpose import conv_transpose2d  # noqa: F401
+from ..ops.instance_norms import group_norm, instance_norm  # noqa: F401
+from ..ops.resample import adaptive_max_pool2d, interpolate  # noqa: F401
+from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 
 
 def softmax(x, dim: int = -1, axis: int | None = None):

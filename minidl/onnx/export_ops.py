@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from ..ops import conv, elementwise as ew, linalg, nn_ops, pool, reduction, shape
+from ..ops import activations, conv, conv_transpose, elementwise as ew, linalg, nn_ops, pool
+from ..ops import reduction, shape
 from . import batch_axis as batch
 from .dtypes import onnx_code
 from .errors import UnsupportedOperatorError
@@ -443,3 +444,59 @@ FUNCTION_EXPORTERS = {
     nn_ops.LayerNorm: _export_layer_norm, nn_ops.BatchNorm: _export_batch_norm,
     nn_ops.EmbeddingLookup: _export_embedding_lookup,
 }
+
+
+# -- the added activations and the transposed convolution -------------------------------------
+
+def _unary(onnx_op, **fixed):
+    """Exporter of a pointwise op that ONNX has whole. ``fixed`` gives its ONNX attributes:
+    a string names the op attribute to copy, a number is the value itself."""
+    def export(builder, inputs, attrs, output):
+        (x,) = _names(builder, inputs)
+        values = {name: float(attrs[source]) if isinstance(source, str) else source
+                  for name, source in fixed.items()}
+        builder.emit(onnx_op, [x], output, builder.batch_axis[x], **values)
+    return export
+
+
+def _export_softplus(builder, inputs, attrs, output):
+    # ONNX Softplus is log(1 + eˣ); beta scales around it and threshold switches to x, as the op.
+    (x,) = _names(builder, inputs)
+    dtype = inputs[0].dtype
+    beta, threshold = attrs["beta"], attrs["threshold"]
+    scaled = builder.add_node("Mul", [x, builder.constant(np.asarray(beta, dtype), "beta")])
+    smooth = builder.add_node("Div", [builder.add_node("Softplus", [scaled]),
+                                      builder.constant(np.asarray(beta, dtype), "beta")])
+    linear = builder.add_node("Greater", [scaled, builder.constant(np.asarray(threshold, dtype),
+                                                                   "threshold")])
+    builder.emit("Where", [linear, x, smooth], output, builder.batch_axis[x])
+
+
+def _export_silu(builder, inputs, attrs, output):
+    (x,) = _names(builder, inputs)
+    builder.emit("Mul", [x, builder.add_node("Sigmoid", [x])], output, builder.batch_axis[x])
+
+
+def _export_prelu(builder, inputs, attrs, output):
+    x, slope = _names(builder, inputs)
+    builder.emit("PRelu", [x, slope], output, builder.batch_axis[x])
+
+
+def _export_conv_transpose2d(builder, inputs, attrs, output):
+    names = _names(builder, inputs)
+    ph, pw = attrs["padding"]
+    builder.emit("ConvTranspose", names, output, builder.batch_axis[names[0]],
+                 kernel_shape=list(inputs[1].shape[2:]), strides=list(attrs["stride"]),
+                 pads=[ph, pw, ph, pw], dilations=list(attrs["dilation"]),
+                 output_padding=list(attrs["output_padding"]), group=int(attrs["groups"]))
+
+
+FUNCTION_EXPORTERS.update({
+    activations.LeakyRelu: _unary("LeakyRelu", alpha="negative_slope"),
+    activations.Elu: _unary("Elu", alpha="alpha"),
+    activations.Softplus: _export_softplus, activations.Silu: _export_silu,
+    activations.Mish: _unary("Mish"), activations.Hardswish: _unary("HardSwish"),
+    activations.Hardsigmoid: _unary("HardSigmoid", alpha=1.0 / 6.0, beta=0.5),
+    activations.Prelu: _export_prelu,
+    conv_transpose.ConvTranspose2d: _export_conv_transpose2d,
+})

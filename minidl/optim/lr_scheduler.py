@@ -291,3 +291,11 @@ class LinearLR(LRScheduler):
         change = self.end_factor - self.start_factor
         return lr * (1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change))
 
+
+# The other schedules live in modules by family; they are importable from here, as in PyTorch.
+from .lr_schedules_combined import ChainedScheduler, ReduceLROnPlateau, SequentialLR  # noqa: E402
+from .lr_schedules_cyclic import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR  # noqa: E402
+from .lr_schedules_decay import LambdaLR, MultiplicativeLR, PolynomialLR  # noqa: E402
+
+__all__ += ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+            "CyclicLR", "OneCycleLR", "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"]

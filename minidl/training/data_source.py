@@ -2,7 +2,7 @@
 
 * arrays: ``(X, y)`` (or ``(X1, X2, y)`` for several inputs), NumPy arrays or Tensors;
 * a data set: anything with ``len()`` whose ``dataset[index_array]`` returns the samples;
-* a reader: an object with ``next_batch()`` and ``state_dict()`` (``DataReader``,
+* a reader: an object with ``next_batch()`` and ``state_dict()`` (``DataReader``, ``DataLoader``,
   ``CSVReader``, ...), used as it is, so its position is what gets checkpointed.
 
 Arrays and data sets are read through a :class:`~minidl.data.DataReader`, whose shuffle order

@@ -139,8 +139,9 @@ def _edited(y, b):
     return y
 
 
-def run(name, device):
-    f, arrays = OPS[name]
+def run(name, device, table=None):
+    """Output and inputs (with their gradients) of ``table[name]`` (default ``OPS``) on device."""
+    f, arrays = (OPS if table is None else table)[name][:2]
     tensors = [md.tensor(a, device=device, requires_grad=True) for a in arrays]
     out = f(device, *tensors)
     weights = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)

@@ -194,6 +194,19 @@ CASES = {
                            (a([[[-1, 1]]]), a([2]), a([1]), a([1]))),
     "batch_norm_backward": ((a([[[1, 1]]]), a([[[1, 3]]]), a([2]), a([1]), a([1]), True),
                             (a([[[0, 0]]]), a([0]), a([2]))),
+    # Saturated gates are exactly 0 or 1: c = f·c_prev + i·g, h = o·tanh(c).
+    "lstm_cell_forward": ((a([[1000, 1000, 1000, 1000], [-1000, 1000, 0, 1000]]), a([[0], [3]])),
+                          (a([[np.tanh(1)], [np.tanh(3)]]), a([[1], [3]]),
+                           a([[1, 1, 1, 1], [0, 1, 0, 1]]))),
+    # i = f = o = 1/2, g = 0, tanh(c) = 0: dc = 1 + 1·½ = 1.5, d_f = 1.5·2·¼, d_g = 1.5·½.
+    "lstm_cell_backward": ((a([[1]]), a([[1]]), a([[2]]), a([[0]]), a([[0.5, 0.5, 0, 0.5]])),
+                           (a([[0, 0.75, 0.75, 0]]), a([[0.75]]))),
+    # r = 1, z = 1/2, n = tanh(0) = 0: h = ½·0 + ½·4.
+    "gru_cell_forward": ((a([[1000, 0, 0]]), a([[0, 0, 0]]), a([[4]])),
+                         (a([[2]]), a([[1, 0.5, 0]]))),
+    # dn = ½·1, dz = (4 - 0)·¼, dr = dn·h_n·r(1 - r) = 0; h_prev's direct share is z.
+    "gru_cell_backward": ((a([[1]]), a([[0, 0, 2]]), a([[4]]), a([[1, 0.5, 0]])),
+                          (a([[0, 1, 0.5]]), a([[0, 1, 0.5]]), a([[0.5]]))),
 }
 
 # In-place primitives: (arguments, index of the argument written, its expected value).

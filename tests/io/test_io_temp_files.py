@@ -116,16 +116,20 @@ def test_saves_killed_with_sigkill_leave_nothing_after_the_next_save(tmp_path):
              "while True:\n    md.save(value, sys.argv[1])\n")
     environment = dict(os.environ, PYTHONPATH=project)
     target = tmp_path / "w.mdl"
-    for attempt in range(5):
+    # A child's first completed save already removes the temporary files of earlier killed
+    # children, so kill until the last kill is known to have landed inside a save.
+    for attempt in range(20):
         child = subprocess.Popen([sys.executable, "-c", saver, str(target)], env=environment)
         start = time.monotonic()
         while time.monotonic() - start < 60:  # wait until this child is inside a save
             if any(f"-{child.pid}-" in name for name in os.listdir(tmp_path)):
                 break
             time.sleep(0.005)
-        time.sleep(0.02 * attempt)
+        time.sleep(0.01 * (attempt % 3))
         child.send_signal(signal.SIGKILL)
         child.wait()
+        if any(f"-{child.pid}-" in name for name in os.listdir(tmp_path)):
+            break
     killed_mid_save = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
     assert killed_mid_save  # the kills did leave temporary files behind
     mio.save({"w": np.zeros(3, np.float32)}, tmp_path / "w.mdl")

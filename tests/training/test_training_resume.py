@@ -254,3 +254,54 @@ def test_every_manager_policy_is_reachable_through_checkpoint_config(tmp_path):
     with pytest.raises(md.CheckpointError):
         read_header(tmp_path / kept[-1])  # no key, no reading
     assert same_weights(run(4), run(4))  # reruns restore the encrypted files and stop there
+
+
+class LastStepClassifier(nn.Module):
+    """A two-layer LSTM over the rows of an image, classifying from the last step's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, dropout=0.2, batch_first=True)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+LOADER_MODELS = {
+    "lstm": (LastStepClassifier, lambda p: optim.RMSprop(p, lr=1e-2, momentum=0.5)),
+    "mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(),
+                                  nn.Linear(16, 10)), lambda p: optim.Adam(p, lr=1e-2)),
+    # Eight tokens of eight features per image; attention and feed-forward dropout draw from
+    # the global generator, whose state the checkpoint carries; a one-cycle schedule too.
+    "transformer": (lambda: nn.Sequential(
+        nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True), nn.Flatten(),
+        nn.Linear(64, 10)), lambda p: optim.RAdam(p, lr=1e-2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOADER_MODELS))
+def test_fit_trains_from_a_loader_and_resumes_bitwise(name, tmp_path):
+    from minidl.data import DataLoader, TensorDataset
+
+    images = X[:160] if name == "mlp" else X[:160].reshape(-1, 8, 8)
+    data = TensorDataset(md.tensor(images), md.tensor(Y[:160]))
+    build, make_optimizer = LOADER_MODELS[name]
+
+    def train(directory, crash_at=-1):
+        md.manual_seed(0)
+        model = build()
+        opt = make_optimizer(model.parameters())
+        loader = DataLoader(data, batch_size=32, shuffle=True, seed=4)
+        scheduler = optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-2, total_steps=15)
+        md.fit(model, nn.CrossEntropyLoss(), opt, loader, epochs=3, progress=False,
+               scheduler=scheduler, callbacks=[CrashAt(crash_at)],
+               checkpoint=CheckpointConfig(directory, save_every_steps=4, max_to_keep=None))
+        return model
+
+    straight = train(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path / "resumed", crash_at=7)  # mid-epoch: the last save was at step 4
+    resumed = train(tmp_path / "resumed")
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert a.tobytes() == b.tobytes()

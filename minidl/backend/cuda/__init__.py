@@ -11,7 +11,8 @@ reads a few primitives need to raise their documented errors or to size their ou
 * :mod:`.lookup`: take, one_hot, nonzero;
 * :mod:`.reduction`: sum/max/min/argmax/argmin as shared-memory tree reductions;
 * :mod:`.matmul`: the tiled, batched GEMM;
-* :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.optim_kernels`, :mod:`.random_kernels`.
+* :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.rnn_kernels`, :mod:`.optim_kernels`,
+  :mod:`.random_kernels`.
 
 It needs the ``numba-cuda`` package (``pip install minidl[cuda]``) and a CUDA GPU, or numba's CUDA
 simulator (``NUMBA_ENABLE_CUDASIM=1``), which runs the same kernels in Python on the CPU: slowly,
@@ -41,6 +42,7 @@ warnings.filterwarnings("ignore", message="Grid size", category=NumbaPerformance
 
 from . import conv_pool, device, elementwise as ew, lookup, matmul as gemm  # noqa: E402
 from . import movement, nn_kernels, optim_kernels, random_kernels, reduction  # noqa: E402
+from . import rnn_kernels  # noqa: E402
 
 
 def _clip(x, low, high):
@@ -183,6 +185,10 @@ class CudaBackend(Backend):
     gelu_backward = staticmethod(nn_kernels.gelu_backward)
     layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
+    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
+    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
+    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
+    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
 
     @staticmethod
     def batch_norm_forward(x, weight, bias, mean, var, eps):

@@ -5,8 +5,8 @@ only the primitives listed in its body. Everything else — elementwise math, re
 matrix products — is inherited from the reference unchanged: NumPy's ufuncs are vectorised C and
 its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
-softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the optimizer updates and the Philox
-random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
+softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
+optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
 import.
 
 Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
@@ -15,7 +15,7 @@ process-wide settings that make the two pools get along live in :mod:`.process_s
 """
 
 from ..reference import ReferenceBackend
-from . import conv, nn_kernels, optim_kernels, pool, random_kernels
+from . import conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 from .process_settings import apply_process_settings
 
 
@@ -45,6 +45,10 @@ class NumbaCpuBackend(ReferenceBackend):
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
     batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
     batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
+    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
+    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
+    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
+    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
     random_uniform = staticmethod(random_kernels.random_uniform)

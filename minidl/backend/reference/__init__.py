@@ -6,7 +6,7 @@ against it.
 """
 
 from ..primitives import Backend
-from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels
+from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 
 
 class ReferenceBackend(Backend):
@@ -108,6 +108,12 @@ class ReferenceBackend(Backend):
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
     batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
     batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
+
+    # recurrent cells
+    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
+    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
+    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
+    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)

@@ -1,4 +1,10 @@
-"""Containers: Sequential, ModuleList, ModuleDict."""
+"""Containers: Sequential, ModuleList, ModuleDict.
+
+Indexing follows PyTorch: ``seq[i] = layer`` replaces a child under its name, ``del seq[i]``
+removes one, and a slice is a new container of the same children that keeps their names (so
+``model[:2].state_dict()`` uses the names ``model.state_dict()`` uses). ModuleList renumbers its
+children after a deletion, since its names are positions.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,18 @@ from collections import OrderedDict
 
 from ..module import Module
 from ..registry import register_module
+
+
+def _child_name(container: Module, index) -> str:
+    """The name of the child at position ``index`` (negative counts from the end)."""
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"{type(container).__name__} indices must be integers or slices, got "
+                        f"{type(index).__name__}")
+    names = list(container._modules)
+    if not -len(names) <= index < len(names):
+        raise IndexError(f"index {index} is out of range for {type(container).__name__} of "
+                         f"length {len(names)}")
+    return names[index]
 
 
 @register_module
@@ -27,10 +45,18 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, index):
-        modules = list(self._modules.values())
         if isinstance(index, slice):
-            return Sequential(*modules[index])
-        return modules[index]
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        return self._modules[_child_name(self, index)]
+
+    def __setitem__(self, index, module: Module) -> None:
+        self.add_module(_child_name(self, index), module)
+
+    def __delitem__(self, index) -> None:
+        names = list(self._modules)[index] if isinstance(index, slice) \
+            else [_child_name(self, index)]
+        for name in names:
+            del self._modules[name]
 
     def __len__(self):
         return len(self._modules)
@@ -40,6 +66,20 @@ class Sequential(Module):
 
     def append(self, module: Module) -> "Sequential":
         self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules) -> "Sequential":
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Module) -> "Sequential":
+        """Put ``module`` before position ``index``; children are renumbered "0", "1", ..."""
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._modules.clear()
+        for position, child in enumerate(modules):
+            self.add_module(str(position), child)
         return self
 
     def get_config(self):
@@ -66,8 +106,37 @@ class ModuleList(Module):
         self.add_module(str(len(self._modules)), module)
         return self
 
+    def extend(self, modules) -> "ModuleList":
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._renumber(modules)
+
+    def _renumber(self, modules) -> None:
+        self._modules.clear()
+        for module in modules:
+            self.append(module)
+
     def __getitem__(self, index):
-        return list(self._modules.values())[index]
+        if isinstance(index, slice):
+            return ModuleList(list(self._modules.values())[index])
+        return self._modules[_child_name(self, index)]
+
+    def __setitem__(self, index, module: Module) -> None:
+        self.add_module(_child_name(self, index), module)
+
+    def __delitem__(self, index) -> None:
+        modules = list(self._modules.values())
+        del modules[index if isinstance(index, slice) else list(self._modules).index(
+            _child_name(self, index))]
+        self._renumber(modules)
+
+    def __iadd__(self, modules) -> "ModuleList":
+        return self.extend(modules)
 
     def __len__(self):
         return len(self._modules)
@@ -103,11 +172,24 @@ class ModuleDict(Module):
     def __setitem__(self, name, module):
         self.add_module(name, module)
 
+    def __delitem__(self, name) -> None:
+        del self._modules[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._modules
+
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules)
+
+    def pop(self, name) -> Module:
+        return self._modules.pop(name)
+
+    def update(self, modules) -> None:
+        for name, module in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(name, module)
 
     def keys(self):
         return self._modules.keys()

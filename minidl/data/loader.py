@@ -1,0 +1,97 @@
+"""``DataLoader``: PyTorch's loader over a map data set, with DataReader's exact position.
+
+It *is* a :class:`~minidl.data.DataReader` -- the same epoch order derived from ``(seed, epoch)``,
+the same ``(epoch, position)`` state, the same mid-epoch resume -- that fetches samples the way
+PyTorch does (``dataset[i]`` one at a time, then ``collate_fn``) and yields Tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minidl.data.collate import collate_arrays, to_tensors
+from minidl.data.map_dataset import batch_gatherer
+from minidl.data.reader import DataReader
+from minidl.data.state import check_index
+
+
+class _Gather:
+    """What a worker runs for a batch: ``dataset`` samples at some indices, collated to arrays
+    with the default collation or left as a list of samples for a user ``collate_fn``.
+
+    A module-level class (not a closure) so that it pickles when workers are spawned.
+    """
+
+    def __init__(self, dataset, default_collation: bool):
+        self.dataset = dataset
+        self.columns = batch_gatherer(dataset) if default_collation else None
+        self.default_collation = default_collation
+
+    def __call__(self, indices: np.ndarray):
+        if self.columns is not None:
+            return self.columns(indices)
+        getitems = getattr(self.dataset, "__getitems__", None)
+        samples = getitems(indices.tolist()) if callable(getitems) \
+            else [self.dataset[int(i)] for i in indices]
+        return collate_arrays(samples) if self.default_collation else samples
+
+
+class DataLoader(DataReader):
+    """Batches of a map data set (``len(ds)`` and ``ds[i]``), as Tensors, resumable exactly.
+
+    ``batch_size``, ``shuffle``, ``drop_last``, ``collate_fn`` and ``num_workers`` mean what they
+    mean in PyTorch (``batch_size=1`` and ``shuffle=False`` by default; arguments after
+    ``shuffle`` are keyword-only, since PyTorch's next positional one is a sampler). The shuffle
+    order of epoch ``e`` is a permutation derived from ``(seed, e)``, so ``state_dict()`` is a
+    few integers
+    and ``load_state_dict`` continues mid-epoch with exactly the batches the original loader
+    would have yielded next -- also with ``num_workers > 0``, where worker processes gather
+    batches ahead and the state still counts only the batches handed out.
+
+    With the default collation a sample may be a Tensor, array, number, or a tuple/dict of them;
+    a batch has the same structure with Tensors stacked along a new first axis. ``collate_fn``
+    receives the list of samples instead. With workers, ``dataset[i]`` and ``collate_fn`` must
+    be deterministic functions of ``i`` for a resumed run to see the same data (randomness inside
+    them is not part of the saved state). ``prefetch_factor`` batches per worker are read ahead;
+    workers live until ``close()`` (or the loader is collected), as with PyTorch's
+    ``persistent_workers=True``. ``pin_memory`` is accepted and has nothing to do on the CPU.
+    ``sampler``, ``batch_sampler``, ``worker_init_fn`` and ``generator`` are refused with a
+    ValueError: the order is ``shuffle`` and ``seed``'s, so that it can be saved exactly.
+    """
+
+    kind = "DataLoader"
+
+    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, *,
+                 drop_last: bool = False, collate_fn=None, num_workers: int = 0, seed: int = 0,
+                 prefetch_factor: int = 2, rank: int = 0, world_size: int = 1,
+                 pin_memory: bool = False, persistent_workers: bool = False, sampler=None,
+                 batch_sampler=None, worker_init_fn=None, generator=None):
+        unsupported = {"sampler": sampler, "batch_sampler": batch_sampler,
+                       "worker_init_fn": worker_init_fn, "generator": generator}
+        for name, value in unsupported.items():
+            if value is not None:
+                raise ValueError(f"DataLoader: {name} is not supported; the order comes from "
+                                 f"shuffle and seed, so that the position can be saved as "
+                                 f"two integers")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"collate_fn must be callable, got {type(collate_fn).__name__}")
+        self.num_workers = check_index(num_workers, "num_workers", 0)
+        self.prefetch_factor = check_index(prefetch_factor, "prefetch_factor", 1)
+        self.collate_fn = collate_fn
+        self._gather = _Gather(dataset, default_collation=collate_fn is None)
+        depth = self.num_workers * self.prefetch_factor
+        super().__init__(dataset, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+                         rank=rank, world_size=world_size, prefetch=depth)
+
+    def _finish(self, gathered):
+        """Main-process half of a batch: wrap arrays as Tensors, or run the user's collate_fn."""
+        return to_tensors(gathered) if self.collate_fn is None else self.collate_fn(gathered)
+
+    def _fetch_batch(self, indices: np.ndarray):
+        return self._finish(self._gather(indices))
+
+    def _start_prefetch(self):
+        from minidl.data.worker_pool import ProcessPrefetcher
+
+        return ProcessPrefetcher(self._cursor, self._gather, self._finish, self.num_workers,
+                                 self._prefetch_depth)

@@ -1,0 +1,186 @@
+"""The other pointwise activations PyTorch has: leaky and exponential rectifiers, smooth ones
+(SiLU, Softplus, Mish), the piecewise-linear "hard" ones used by mobile networks, and PReLU.
+
+Each is one op: its forward computes the activation in a few backend primitives, and its
+backward uses the derivative written next to it. (Built from generic ops instead, an
+activation would record several graph nodes and keep each intermediate alive until backward.)
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+from ..autograd.tensor import Tensor
+from ._util import require_float
+
+
+def _softplus(be, z):
+    # log(1 + eᶻ) = max(z, 0) + log(1 + e^-|z|): the exponent is never positive, so no overflow.
+    return be.add(be.relu(z), be.log(be.add(be.exp(be.neg(be.abs(z))), 1.0)))
+
+
+class LeakyRelu(Function):
+    # y = x for x > 0, slope·x otherwise;  dy/dx = 1 or slope (slope at 0, as PyTorch).
+    def forward(self, a, negative_slope):
+        be = self.backend
+        self.positive, self.slope = be.greater(a, 0), negative_slope
+        return be.where(self.positive, a, be.mul(a, negative_slope))
+
+    def backward(self, grad):
+        be = self.backend
+        return be.where(self.positive, grad, be.mul(grad, self.slope))
+
+
+class Elu(Function):
+    # y = x for x > 0, α(eˣ - 1) otherwise;  dy/dx = 1 or αeˣ = y + α.
+    def forward(self, a, alpha):
+        be = self.backend
+        self.positive, self.alpha = be.greater(a, 0), alpha
+        self.out = be.where(self.positive, a, be.mul(be.sub(be.exp(a), 1.0), alpha))
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        return be.where(self.positive, grad, be.mul(grad, be.add(self.out, self.alpha)))
+
+
+class Softplus(Function):
+    # y = log(1 + e^(βx)) / β, and y = x where βx > threshold (the two agree there to float
+    # precision);  dy/dx = σ(βx), or 1 above the threshold.
+    def forward(self, a, beta, threshold):
+        be = self.backend
+        z = be.mul(a, beta)
+        self.linear, self.z = be.greater(z, threshold), z
+        return be.where(self.linear, a, be.div(_softplus(be, z), beta))
+
+    def backward(self, grad):
+        be = self.backend
+        return be.where(self.linear, grad, be.mul(grad, be.sigmoid(self.z)))
+
+
+class Silu(Function):
+    # y = x·σ(x);  dy/dx = σ(x) + x·σ(x)(1 - σ(x)) = σ(x)(1 + x(1 - σ(x))).
+    def forward(self, a):
+        be = self.backend
+        self.a, self.s = a, be.sigmoid(a)
+        return be.mul(a, self.s)
+
+    def backward(self, grad):
+        be = self.backend
+        local = be.mul(self.s, be.add(be.mul(self.a, be.sub(1.0, self.s)), 1.0))
+        return be.mul(grad, local)
+
+
+class Mish(Function):
+    # y = x·tanh(softplus(x));  dy/dx = t + x·σ(x)(1 - t²) with t = tanh(softplus(x)),
+    # since d softplus/dx = σ(x).
+    def forward(self, a):
+        be = self.backend
+        self.a, self.t = a, be.tanh(_softplus(be, a))
+        return be.mul(a, self.t)
+
+    def backward(self, grad):
+        be = self.backend
+        sech2 = be.sub(1.0, be.mul(self.t, self.t))
+        local = be.add(self.t, be.mul(be.mul(self.a, be.sigmoid(self.a)), sech2))
+        return be.mul(grad, local)
+
+
+class Hardsigmoid(Function):
+    # y = clip(x/6 + 1/2, 0, 1);  dy/dx = 1/6 strictly inside (-3, 3), 0 outside.
+    def forward(self, a):
+        be = self.backend
+        self.inside = be.logical_and(be.greater(a, -3.0), be.less(a, 3.0))
+        return be.clip(be.add(be.div(a, 6.0), 0.5), 0.0, 1.0)
+
+    def backward(self, grad):
+        be = self.backend
+        return be.where(self.inside, be.div(grad, 6.0), grad.dtype.type(0))
+
+
+class Hardswish(Function):
+    # y = x·clip(x + 3, 0, 6)/6;  dy/dx = 0 up to -3, 1 from 3 on, and (2x + 3)/6 strictly
+    # between (PyTorch's choice at the two kinks).
+    def forward(self, a):
+        be = self.backend
+        self.a = a
+        return be.mul(a, be.div(be.clip(be.add(a, 3.0), 0.0, 6.0), 6.0))
+
+    def backward(self, grad):
+        be = self.backend
+        middle = be.mul(grad, be.add(be.div(self.a, 3.0), 0.5))
+        upper = be.where(be.less(self.a, 3.0), middle, grad)
+        return be.where(be.less_equal(self.a, -3.0), grad.dtype.type(0), upper)
+
+
+class Prelu(Function):
+    # y = x for x > 0, w·x otherwise, w learned (one per channel, broadcast along axis 1);
+    # dy/dx = 1 or w, dy/dw = 0 or x. The weight's gradient comes back in x's shape; the engine
+    # sums it over the axes the weight was broadcast along.
+    def forward(self, a, weight):
+        be = self.backend
+        self.a, self.weight, self.positive = a, weight, be.greater(a, 0)
+        return be.where(self.positive, a, be.mul(a, weight))
+
+    def backward(self, grad):
+        be = self.backend
+        grad_a = be.where(self.positive, grad, be.mul(grad, self.weight))
+        grad_w = be.where(self.positive, grad.dtype.type(0), be.mul(grad, self.a))
+        return grad_a, grad_w
+
+
+# -- functional forms (``nn.functional``) --------------------------------------------------------
+
+def _pointwise(function_class, op: str, x: Tensor, **attrs) -> Tensor:
+    require_float(op, x)
+    return function_class.apply(x, **attrs)
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """max(0, x) + negative_slope·min(0, x)."""
+    return _pointwise(LeakyRelu, "leaky_relu", x, negative_slope=float(negative_slope))
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, alpha·(exp(x) - 1) otherwise."""
+    return _pointwise(Elu, "elu", x, alpha=float(alpha))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta·x)) / beta, linear where beta·x > threshold."""
+    if not beta > 0:
+        raise ValueError(f"softplus: beta must be > 0, got {beta!r}")
+    return _pointwise(Softplus, "softplus", x, beta=float(beta), threshold=float(threshold))
+
+
+def silu(x: Tensor) -> Tensor:
+    """x·sigmoid(x) (also called swish)."""
+    return _pointwise(Silu, "silu", x)
+
+
+def mish(x: Tensor) -> Tensor:
+    """x·tanh(softplus(x))."""
+    return _pointwise(Mish, "mish", x)
+
+
+def hardsigmoid(x: Tensor) -> Tensor:
+    """clip(x/6 + 1/2, 0, 1): a piecewise-linear sigmoid."""
+    return _pointwise(Hardsigmoid, "hardsigmoid", x)
+
+
+def hardswish(x: Tensor) -> Tensor:
+    """x·hardsigmoid(x)."""
+    return _pointwise(Hardswish, "hardswish", x)
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """x for x > 0, weight·x otherwise; weight has 1 element or one per channel (axis 1)."""
+    require_float("prelu", x)
+    if weight.ndim != 1:
+        raise ValueError(f"prelu: weight must be 1-D, got shape {weight.shape}")
+    channels = weight.shape[0]
+    if channels != 1:
+        if x.ndim < 2 or x.shape[1] != channels:
+            raise ValueError(f"prelu: weight has {channels} values but the input of shape "
+                             f"{x.shape} has {x.shape[1] if x.ndim > 1 else 1} channels (axis 1)")
+        weight = weight.reshape((1, channels) + (1,) * (x.ndim - 2))
+    return Prelu.apply(x, weight)

@@ -1,0 +1,185 @@
+"""Recurrent layers' ops: one direction of one layer of an RNN, LSTM or GRU over a whole
+sequence, as a single graph node.
+
+Per time step the work is two matrix products and the cell's gate arithmetic. The input's share
+of the gates, x_t·W_ihᵀ + b, does not depend on the previous state, so it is computed for all T
+steps in one large product before the loop; inside the loop each step is one product with W_hh
+and one fused cell primitive (``lstm_cell_forward``, ``gru_cell_forward``). Backpropagation
+through time runs the loop in reverse with the fused cell gradients, collecting every step's
+gate gradient; the weight gradients are then again single large products over all steps:
+dW_ih = dGᵀ·X and dW_hh = dGᵀ·H_prev. A "reverse" direction (the second half of a
+bidirectional layer) walks t = T-1 … 0 and writes each output at its own position t.
+
+Sequences are (T, N, features). The LSTM op returns its outputs with the final cell state
+appended as row T (a node has one output); the layer splits them.
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+
+
+def _input_gates(be, x, w_ih, b_ih, b_hh):
+    """x·W_ihᵀ (+ both biases: they add up before any nonlinearity) for all steps, (T, N, G)."""
+    steps, batch, features = x.shape
+    gates = be.matmul(be.reshape(x, (steps * batch, features)), be.transpose(w_ih, (1, 0)))
+    for bias in (b_ih, b_hh):
+        if bias is not None:
+            gates = be.add(gates, bias)
+    return be.reshape(gates, (steps, batch, -1))
+
+
+def _weight_grads(be, gate_grads, inputs, w):
+    """(dInputs, dW) of inputs·Wᵀ from its gradient: both as one product over all steps."""
+    steps, batch, width = gate_grads.shape
+    flat = be.reshape(gate_grads, (steps * batch, width))
+    flat_inputs = be.reshape(inputs, (steps * batch, inputs.shape[2]))
+    grad_inputs = be.reshape(be.matmul(flat, w), inputs.shape)
+    return grad_inputs, be.matmul(be.transpose(flat, (1, 0)), flat_inputs), be.sum(flat, axis=0)
+
+
+def _order(steps: int, reverse: bool):
+    return range(steps - 1, -1, -1) if reverse else range(steps)
+
+
+class _Recurrence(Function):
+    """What the three cells share: inputs (x, h0[, c0], w_ih, w_hh[, b_ih, b_hh]) and the
+    bias and gradient bookkeeping."""
+
+    state_count = 1  # h0, or h0 and c0
+
+    def _split(self, arrays):
+        x, states = arrays[0], arrays[1:1 + self.state_count]
+        w_ih, w_hh, *biases = arrays[1 + self.state_count:]
+        b_ih, b_hh = biases if biases else (None, None)
+        return x, states, w_ih, w_hh, b_ih, b_hh
+
+    def _grads(self, grad_x, grad_states, dw_ih, dw_hh, db_ih, db_hh):
+        grads = (grad_x, *grad_states, dw_ih, dw_hh)
+        return grads + ((db_ih, db_hh) if self.has_bias else ())
+
+
+class LSTMRecurrence(_Recurrence):
+    state_count = 2
+
+    def forward(self, *arrays, reverse):
+        be = self.backend
+        x, (h, c), w_ih, w_hh, b_ih, b_hh = self._split(arrays)
+        self.has_bias, self.reverse = b_ih is not None, reverse
+        self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
+        gates = _input_gates(be, x, w_ih, b_ih, b_hh)
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
+        steps = x.shape[0]
+        outputs, self.saved = [None] * steps, [None] * steps
+        for t in _order(steps, reverse):
+            step_gates = be.add(be.getitem(gates, (t,)), be.matmul(h, w_hh_t))
+            h_prev, c_prev = h, c
+            h, c, activated = be.lstm_cell_forward(step_gates, c_prev)
+            self.saved[t] = (h_prev, c_prev, c, activated)
+            outputs[t] = h
+        return be.stack(outputs + [c], 0)
+
+    def backward(self, grad):
+        be = self.backend
+        steps = len(self.saved)
+        grad_h = be.zeros_like(self.saved[0][0])
+        grad_c = be.getitem(grad, (steps,))
+        gate_grads = [None] * steps
+        for t in _order(steps, not self.reverse):
+            h_prev, c_prev, c, activated = self.saved[t]
+            dh = be.add(be.getitem(grad, (t,)), grad_h)
+            gate_grads[t], grad_c = be.lstm_cell_backward(dh, grad_c, c_prev, c, activated)
+            grad_h = be.matmul(gate_grads[t], self.w_hh)
+        gate_grads = be.stack(gate_grads, 0)
+        previous = be.stack([saved[0] for saved in self.saved], 0)
+        grad_x, dw_ih, db = _weight_grads(be, gate_grads, self.x, self.w_ih)
+        _, dw_hh, _ = _weight_grads(be, gate_grads, previous, self.w_hh)
+        return self._grads(grad_x, (grad_h, grad_c), dw_ih, dw_hh, db, db)
+
+
+class GRURecurrence(_Recurrence):
+    def forward(self, *arrays, reverse):
+        be = self.backend
+        x, (h,), w_ih, w_hh, b_ih, b_hh = self._split(arrays)
+        self.has_bias, self.reverse = b_ih is not None, reverse
+        self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
+        # Unlike the LSTM, b_hh stays inside: the new-gate candidate multiplies it by r.
+        input_gates = _input_gates(be, x, w_ih, b_ih, None)
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
+        steps = x.shape[0]
+        outputs, self.saved = [None] * steps, [None] * steps
+        for t in _order(steps, reverse):
+            hidden_gates = be.matmul(h, w_hh_t)
+            if b_hh is not None:
+                hidden_gates = be.add(hidden_gates, b_hh)
+            h_prev = h
+            h, activated = be.gru_cell_forward(be.getitem(input_gates, (t,)), hidden_gates, h_prev)
+            self.saved[t] = (h_prev, hidden_gates, activated)
+            outputs[t] = h
+        return be.stack(outputs, 0)
+
+    def backward(self, grad):
+        be = self.backend
+        steps = len(self.saved)
+        grad_h = be.zeros_like(self.saved[0][0])
+        input_grads, hidden_grads = [None] * steps, [None] * steps
+        for t in _order(steps, not self.reverse):
+            h_prev, hidden_gates, activated = self.saved[t]
+            dh = be.add(be.getitem(grad, (t,)), grad_h)
+            input_grads[t], hidden_grads[t], direct = be.gru_cell_backward(
+                dh, hidden_gates, h_prev, activated)
+            grad_h = be.add(direct, be.matmul(hidden_grads[t], self.w_hh))
+        previous = be.stack([saved[0] for saved in self.saved], 0)
+        grad_x, dw_ih, db_ih = _weight_grads(be, be.stack(input_grads, 0), self.x, self.w_ih)
+        _, dw_hh, db_hh = _weight_grads(be, be.stack(hidden_grads, 0), previous, self.w_hh)
+        return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db_ih, db_hh)
+
+
+class RNNRecurrence(_Recurrence):
+    # h_t = act(x_t·W_ihᵀ + b_ih + h_{t-1}·W_hhᵀ + b_hh), act = tanh or relu: the cell is one
+    # elementwise primitive, so it needs no fused kernel of its own.
+    def forward(self, *arrays, reverse, nonlinearity):
+        be = self.backend
+        x, (h,), w_ih, w_hh, b_ih, b_hh = self._split(arrays)
+        self.has_bias, self.reverse, self.nonlinearity = b_ih is not None, reverse, nonlinearity
+        self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
+        gates = _input_gates(be, x, w_ih, b_ih, b_hh)
+        w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
+        activate = be.tanh if nonlinearity == "tanh" else be.relu
+        steps = x.shape[0]
+        outputs, self.previous = [None] * steps, [None] * steps
+        for t in _order(steps, reverse):
+            self.previous[t] = h
+            h = activate(be.add(be.getitem(gates, (t,)), be.matmul(h, w_hh_t)))
+            outputs[t] = h
+        self.outputs = outputs
+        return be.stack(outputs, 0)
+
+    def backward(self, grad):
+        be = self.backend
+        steps = len(self.outputs)
+        grad_h = be.zeros_like(self.outputs[0])
+        pre_grads = [None] * steps
+        for t in _order(steps, not self.reverse):
+            dh = be.add(be.getitem(grad, (t,)), grad_h)
+            h = self.outputs[t]
+            pre_grads[t] = be.mul(dh, be.sub(1.0, be.mul(h, h))) if self.nonlinearity == "tanh" \
+                else be.relu_backward(dh, h)  # relu(a) > 0 exactly where a > 0
+            grad_h = be.matmul(pre_grads[t], self.w_hh)
+        pre_grads = be.stack(pre_grads, 0)
+        grad_x, dw_ih, db = _weight_grads(be, pre_grads, self.x, self.w_ih)
+        _, dw_hh, _ = _weight_grads(be, pre_grads, be.stack(self.previous, 0), self.w_hh)
+        return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db, db)
+
+
+def recurrence(mode: str, x, states, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False,
+               nonlinearity="tanh"):
+    """One direction of one recurrent layer over x (T, N, I); ``states`` is (h0,) or
+    (h0, c0) for the LSTM. Returns (T, N, H) outputs ((T + 1, N, H) for the LSTM: the final cell
+    state appended)."""
+    inputs = (x, *states, w_ih, w_hh) + ((b_ih, b_hh) if b_ih is not None else ())
+    if mode == "LSTM":
+        return LSTMRecurrence.apply(*inputs, reverse=reverse)
+    if mode == "GRU":
+        return GRURecurrence.apply(*inputs, reverse=reverse)
+    return RNNRecurrence.apply(*inputs, reverse=reverse, nonlinearity=nonlinearity)

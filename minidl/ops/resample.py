@@ -1,0 +1,121 @@
+"""Changing the spatial size of images: adaptive max pooling and upsampling (interpolation).
+
+Both are written with indexing and arithmetic ops, so their gradients come from those ops'
+rules: gathering rows with an index array scatters the gradient back onto them (adding where
+several outputs read one input), and interpolation weights multiply the gradient as they
+multiplied the values.
+
+Which input cells an output cell reads follows PyTorch exactly:
+
+* adaptive pooling: output cell i of n, over an axis of size s, covers
+  [floor(i·s/n), ceil((i+1)·s/n));
+* nearest: source index floor(i·scale), with scale = 1/scale_factor or in/out;
+* bilinear (align_corners=False): source coordinate (i + 1/2)·scale - 1/2, clamped at 0, mixed
+  from its two neighbours; align_corners=True maps the corner pixels onto each other instead,
+  scale = (in - 1)/(out - 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+from ..ops.shape import cat
+from .conv import _pair
+from .pool import max_pool2d
+from .reduction import Extremum
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """The [start, stop) input range of each of ``out`` adaptive-pooling cells over ``size``."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
+    """Max pooling of x (N, C, H, W) to ``output_size`` cells (None keeps that axis)."""
+    if x.ndim != 4:
+        raise ValueError(f"adaptive_max_pool2d: input must be 4-D (N, C, H, W), got {x.shape}")
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
+    out_h, out_w = (x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
+    out_h, out_w = _pair((out_h, out_w), "output_size")
+    h, w = x.shape[2:]
+    if min(out_h, out_w) < 1:
+        raise ValueError(f"adaptive_max_pool2d: output_size must be >= 1, got {output_size!r}")
+    if h % out_h == 0 and w % out_w == 0:  # equal windows: one ordinary pooling
+        return max_pool2d(x, (h // out_h, w // out_w))
+    # A window is a rectangle, so its max is the max over rows of the max over columns: one
+    # reduction per output row and per output column rather than per output cell.
+    rows = cat([_max_over(x[:, :, a:b, :], 2) for a, b in adaptive_windows(h, out_h)], axis=2)
+    return cat([_max_over(rows[:, :, :, a:b], 3) for a, b in adaptive_windows(w, out_w)], axis=3)
+
+
+def _max_over(x: Tensor, axis: int) -> Tensor:
+    return Extremum.apply(x, axes=(axis,), keepdims=True, primitive="max")
+
+
+def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:
+    spatial = x.shape[2:]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if size is not None:
+        sizes = list(size) if isinstance(size, (tuple, list)) else [size] * len(spatial)
+        if len(sizes) != len(spatial) or any(not isinstance(s, int) or s < 1 for s in sizes):
+            raise ValueError(f"interpolate: size {size!r} must be {len(spatial)} ints >= 1")
+        return sizes, [i / o for i, o in zip(spatial, sizes)]
+    factors = list(scale_factor) if isinstance(scale_factor, (tuple, list)) \
+        else [scale_factor] * len(spatial)
+    if len(factors) != len(spatial) or any(not f > 0 for f in factors):
+        raise ValueError(f"interpolate: scale_factor {scale_factor!r} must be {len(spatial)} "
+                         f"numbers > 0")
+    sizes = [int(math.floor(i * f)) for i, f in zip(spatial, factors)]
+    if min(sizes) < 1:
+        raise ValueError(f"interpolate: scale_factor {scale_factor!r} leaves an empty output")
+    return sizes, [1.0 / f for f in factors]
+
+
+def _take(x: Tensor, axis: int, indices: np.ndarray) -> Tensor:
+    index = (slice(None),) * axis + (indices,)
+    return x[index]
+
+
+def _linear_along(x: Tensor, axis: int, size_in: int, size_out: int, scale: float,
+                  align_corners: bool) -> Tensor:
+    out = np.arange(size_out, dtype=np.float64)
+    if align_corners:
+        source = out * ((size_in - 1) / (size_out - 1) if size_out > 1 else 0.0)
+    else:
+        source = np.maximum((out + 0.5) * scale - 0.5, 0.0)
+    low = np.minimum(np.floor(source).astype(np.int64), size_in - 1)
+    high = np.minimum(low + 1, size_in - 1)
+    shape = [1] * x.ndim
+    shape[axis] = size_out
+    weight_high = (source - low).astype(x.dtype).reshape(shape)
+    # PyTorch mixes as (1 - λ)·low + λ·high; the same order of operations keeps results equal.
+    weight_high = Tensor(weight_high, device=x.device)  # a constant of the sizes: one copy
+    return _take(x, axis, low) * (1 - weight_high) + _take(x, axis, high) * weight_high
+
+
+def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners: bool | None = None) -> Tensor:
+    """Resize the spatial axes of x (N, C, L) or (N, C, H, W), as PyTorch's ``F.interpolate``:
+    ``mode`` "nearest" (any rank) or "bilinear" (4-D)."""
+    if x.ndim not in (3, 4):
+        raise ValueError(f"interpolate: input must be 3-D or 4-D, got shape {x.shape}")
+    sizes, scales = _output_sizes(x, size, scale_factor)
+    if mode == "nearest":
+        if align_corners is not None:
+            raise ValueError("interpolate: align_corners only applies to mode='bilinear'")
+        for i, (size_in, size_out, scale) in enumerate(zip(x.shape[2:], sizes, scales)):
+            source = np.minimum(np.floor(np.arange(size_out) * scale).astype(np.int64),
+                                size_in - 1)
+            x = _take(x, 2 + i, source)
+        return x
+    if mode == "bilinear":
+        if x.ndim != 4:
+            raise ValueError(f"interpolate: bilinear needs a 4-D input, got shape {x.shape}")
+        for i, (size_in, size_out, scale) in enumerate(zip(x.shape[2:], sizes, scales)):
+            x = _linear_along(x, 2 + i, size_in, size_out, scale, bool(align_corners))
+        return x
+    raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")

@@ -1,0 +1,55 @@
+"""The Numba LSTM and GRU cell kernels return what their NumPy references return."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.reference import ReferenceBackend
+from test_kernels_agree import DTYPES, KERNEL_SETTINGS, assert_agree, random_array
+
+fast, ref = NumbaCpuBackend(), ReferenceBackend()
+shapes = st.tuples(st.integers(0, 5), st.integers(1, 6))  # (N, H), an empty batch included
+
+
+def agree(results, expected, dtype):
+    for actual, wanted in zip(results, expected):
+        assert_agree(actual, wanted, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@KERNEL_SETTINGS
+@given(shape=shapes, seed=st.integers(0, 2**32 - 1))
+def test_lstm_cell_kernels_agree(dtype, shape, seed):
+    n, h = shape
+    gates, c_prev = random_array(seed, (n, 4 * h), dtype) * 3, random_array(seed + 1, (n, h), dtype)
+    agree(fast.lstm_cell_forward(gates, c_prev), ref.lstm_cell_forward(gates, c_prev), dtype)
+    _, c, activated = ref.lstm_cell_forward(gates, c_prev)
+    grad_h, grad_c = random_array(seed + 2, (n, h), dtype), random_array(seed + 3, (n, h), dtype)
+    agree(fast.lstm_cell_backward(grad_h, grad_c, c_prev, c, activated),
+          ref.lstm_cell_backward(grad_h, grad_c, c_prev, c, activated), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@KERNEL_SETTINGS
+@given(shape=shapes, seed=st.integers(0, 2**32 - 1))
+def test_gru_cell_kernels_agree(dtype, shape, seed):
+    n, h = shape
+    inputs, hidden = (random_array(seed + k, (n, 3 * h), dtype) * 3 for k in range(2))
+    h_prev = random_array(seed + 2, (n, h), dtype)
+    agree(fast.gru_cell_forward(inputs, hidden, h_prev),
+          ref.gru_cell_forward(inputs, hidden, h_prev), dtype)
+    _, activated = ref.gru_cell_forward(inputs, hidden, h_prev)
+    grad_h = random_array(seed + 3, (n, h), dtype)
+    agree(fast.gru_cell_backward(grad_h, hidden, h_prev, activated),
+          ref.gru_cell_backward(grad_h, hidden, h_prev, activated), dtype)
+
+
+def test_saturated_gates_stay_finite():
+    gates = np.array([[-800.0, 800.0, -800.0, 800.0]], np.float32)
+    for backend in (fast, ref):
+        h, c, activated = backend.lstm_cell_forward(gates, np.ones((1, 1), np.float32))
+        assert np.isfinite(h).all() and np.isfinite(activated).all()
