@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from minidl.backend.geometry import conv_output_size
@@ -349,6 +349,10 @@ def test_layer_norm_agrees(rows, width, affine, dtype, seed):
     dtype=dtypes,
     seed=seeds,
 )
+# Given statistics far from the batch's: Σ grad·x̂ cancels to ~1e-3 from terms ~10, which a
+# float32 x̂ (Numba's float() of a float32 stays float32) got wrong in the 3rd digit.
+@example(n=4, channels=4, size=7, affine="weight", batch_stats=False, dtype=np.float32,
+         seed=26984)
 def test_batch_norm_agrees(n, channels, size, affine, batch_stats, dtype, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((n, channels, size)) * 3 + 1).astype(dtype)

@@ -366,8 +366,8 @@ def _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_sta
                 squares += d * d
         channel_var = squares / count
     else:
-        channel_mean = float(mean[c])
-        channel_var = float(var[c])
+        channel_mean = np.float64(mean[c])  # float64: Numba's float() keeps float32
+        channel_var = np.float64(var[c])
     channel_rstd = 1.0 / math.sqrt(channel_var + eps)
     scale = channel_rstd * weight[c] if has_weight else channel_rstd
     shift = bias[c] if has_bias else 0.0
@@ -382,8 +382,8 @@ def _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_
                                  dweight, dbias, c):
     n, _, size = x.shape
     count = n * size
-    channel_mean = float(mean[c])
-    channel_rstd = float(rstd[c])
+    channel_mean = np.float64(mean[c])  # float64: Numba's float() keeps float32
+    channel_rstd = np.float64(rstd[c])
     sum_g = 0.0
     sum_gx = 0.0
     for b in range(n):
