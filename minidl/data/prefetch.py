@@ -54,12 +54,13 @@ class Prefetcher:
             raise error
         return batch, progress
 
-    def close(self) -> None:
-        """Stop the thread and wait for it; batches read ahead are discarded."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the thread (and wait for it unless ``wait=False``); read-ahead is discarded."""
         self._stop.set()
         while True:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._thread.join()
+        if wait:
+            self._thread.join()

@@ -122,6 +122,9 @@ class BatchReader:
         self.close()
 
     def __del__(self):
+        # Garbage collection can run this on any thread -- even inside a thread's start-up,
+        # while another thread waits for that start -- so it must never block on a join:
+        # the workers are told to stop and left to exit on their own.
         prefetcher = getattr(self, "_prefetcher", None)
         if prefetcher is not None:
-            prefetcher.close()
+            prefetcher.close(wait=False)

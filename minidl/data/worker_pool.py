@@ -62,13 +62,13 @@ class ProcessPrefetcher:
         future, progress = self._pending.popleft()
         return self._finish(future.result()), progress
 
-    def close(self) -> None:
-        """Stop the workers; batches gathered ahead are discarded."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers (waiting for them unless ``wait=False``); read-ahead is discarded."""
         for future, _ in self._pending:
             future.cancel()
         self._pending.clear()
         try:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
         except RuntimeError:
             # Garbage collection of a loader nobody closed can run this on the pool's own
             # manager thread, which cannot join itself: the workers still exit, unwaited.

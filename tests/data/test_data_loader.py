@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import minidl as md
-from minidl.data import (ConcatDataset, DataLoader, DataReader, Dataset, Subset, TensorDataset,
+from minidl.data import (ArrayDataset, ConcatDataset, DataLoader, DataReader, Dataset, Subset,
+                         TensorDataset,
                          default_collate, random_split)
 
 from reader_checks import check_resume_at, check_resume_inside_loop, roundtrip
@@ -202,3 +203,24 @@ def test_a_loader_over_a_split_gathers_whole_batches_and_subsets_nest():
     both = ConcatDataset([Squares(), Squares()])
     assert len(both) == 22 and both[13]["y"] == 4
     assert len(Squares() + Squares()) == 22
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_garbage_collecting_a_reading_loader_never_waits_for_its_workers(workers):
+    """Collection can run __del__ inside another thread's start-up, while the main thread
+    waits for that start: joining the workers there deadlocked the process."""
+    data = TensorDataset(md.tensor(np.arange(40, dtype=np.float32).reshape(20, 2)))
+    loader = (DataLoader(data, batch_size=4, num_workers=1) if workers
+              else DataReader(ArrayDataset(np.zeros((20, 2), np.float32)), 4, prefetch=2))
+    loader.next_batch()
+    prefetcher = loader._prefetcher
+    joined = []
+    if workers:
+        real_shutdown = prefetcher._pool.shutdown
+        prefetcher._pool.shutdown = lambda wait=True, **kw: (joined.append(wait),
+                                                             real_shutdown(wait=False, **kw))
+    else:
+        prefetcher._thread.join = lambda *a: joined.append(True)
+    loader.__del__()
+    assert True not in joined
+    loader._prefetcher = None
