@@ -9,6 +9,20 @@ from .optimizer import Optimizer, _is_array, check_flag, check_number
 __all__ = ["Adam", "AdamW"]
 
 
+def check_adam_family(group: dict) -> None:
+    """The hyperparameters every Adam-style optimizer (Adam, AdamW, NAdam, RAdam) shares."""
+    check_number("lr", group["lr"], low=0.0)
+    betas = group["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
+    check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
+    check_number("eps", group["eps"], low=0.0)
+    check_number("weight_decay", group["weight_decay"], low=0.0)
+    check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
+    check_flag("maximize", group["maximize"])
+
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba, 2015), optionally with AMSGrad and decoupled weight decay.
 
@@ -37,17 +51,8 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-        check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
-        check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
-        check_number("eps", group["eps"], low=0.0)
-        check_number("weight_decay", group["weight_decay"], low=0.0)
+        check_adam_family(group)
         check_flag("amsgrad", group["amsgrad"])
-        check_flag("maximize", group["maximize"])
-        check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
         known = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}

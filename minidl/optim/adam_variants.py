@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, check_flag, check_number
+from .adam import check_adam_family
+from .optimizer import Optimizer, check_number
 from .slot_updates import (check_slots, decay_weights, effective_grad, running_average_,
                            step_)
 
 __all__ = ["NAdam", "RAdam"]
-
-
-def _check_adam_family(group: dict) -> None:
-    """The hyperparameters NAdam and RAdam share with Adam."""
-    check_number("lr", group["lr"], low=0.0)
-    betas = group["betas"]
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
-    check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
-    check_number("eps", group["eps"], low=0.0)
-    check_number("weight_decay", group["weight_decay"], low=0.0)
-    check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
-    check_flag("maximize", group["maximize"])
 
 
 class NAdam(Optimizer):
@@ -46,7 +33,7 @@ class NAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        _check_adam_family(group)
+        check_adam_family(group)
         check_number("momentum_decay", group["momentum_decay"], low=0.0)
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
@@ -94,7 +81,7 @@ class RAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        _check_adam_family(group)
+        check_adam_family(group)
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
         check_slots("RAdam", slots, where, ["exp_avg", "exp_avg_sq"])
