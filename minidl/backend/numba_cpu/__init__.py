@@ -7,7 +7,8 @@ its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
 softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
 optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
-import.
+import. :mod:`.vector_math` holds exp(-y) and the normal tail in a form LLVM can vectorise (the
+C library's ``exp``/``erfc`` go one element per call), used by the float32 GELU.
 
 Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
 on the calling thread; only the optimizer updates and large im2col/col2im use Numba threads. The

@@ -16,6 +16,7 @@ from numba import njit, prange
 from ..reference.array_ops import relu_backward as _reference_relu_backward
 from .conv import PARALLEL_MIN_WORK
 from ..reference.nn_kernels import _check_approximate, check_class_targets
+from .vector_math import NORMAL_DENSITY_SCALE, exp_of_negative, normal_tail
 
 __all__ = [
     "softmax",
@@ -192,6 +193,41 @@ def _gelu_backward_kernel(grad, x, dx, use_tanh):
         dx[k] = grad[k] * (cdf + v * density)  # d/dv [v Phi(v)] = Phi(v) + v Phi'(v)
 
 
+# float32 arrays take the vectorised formulas of .vector_math (float64 arithmetic, relative error
+# ~2e-9, far inside float32's rounding): ~7x faster than a C-library call per element.
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _gelu_slope_parts_vectorised(v, use_tanh):
+    """:func:`_gelu_slope_parts` from one shared exponential and no C-library call."""
+    if use_tanh:
+        # sigmoid(±2u) from e = exp(-2|u|) <= 1: 1 / (1 + e) and e / (1 + e), never overflowing.
+        u = _TANH_SCALE * (v + _TANH_CUBIC * v * v * v)
+        e = exp_of_negative(2.0 * abs(u))
+        large = 1.0 / (1.0 + e)
+        small = e * large
+        rising, falling = (large, small) if u >= 0.0 else (small, large)
+        return rising, 2.0 * rising * falling * _TANH_SCALE * (1.0 + 3.0 * _TANH_CUBIC * v * v)
+    tail, gaussian = normal_tail(v)
+    return (tail if v < 0.0 else 1.0 - tail), NORMAL_DENSITY_SCALE * gaussian
+
+
+@njit(cache=True, error_model="numpy")
+def _gelu_forward_vectorised(x, out, use_tanh):
+    for k in range(x.size):
+        v = np.float64(x[k])
+        cdf, _ = _gelu_slope_parts_vectorised(v, use_tanh)
+        out[k] = v * cdf
+
+
+@njit(cache=True, error_model="numpy")
+def _gelu_backward_vectorised(grad, x, dx, use_tanh):
+    for k in range(x.size):
+        v = np.float64(x[k])
+        cdf, density = _gelu_slope_parts_vectorised(v, use_tanh)
+        dx[k] = grad[k] * (cdf + v * density)
+
+
 @njit(cache=True)
 def _relu_backward_kernel(grad, x, dx):
     zero = dx.dtype.type(0)
@@ -223,7 +259,8 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     x = np.asarray(x, order="C")
     out = np.empty_like(x)
     if x.size:
-        _gelu_forward_kernel(x.reshape(-1), out.reshape(-1), approximate == "tanh")
+        kernel = _gelu_forward_vectorised if x.dtype == np.float32 else _gelu_forward_kernel
+        kernel(x.reshape(-1), out.reshape(-1), approximate == "tanh")
     return out
 
 
@@ -234,7 +271,8 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
     grad = np.asarray(np.broadcast_to(grad, x.shape), dtype=x.dtype, order="C")
     dx = np.empty_like(x)
     if x.size:
-        _gelu_backward_kernel(grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh")
+        kernel = _gelu_backward_vectorised if x.dtype == np.float32 else _gelu_backward_kernel
+        kernel(grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh")
     return dx
 
 
