@@ -51,21 +51,23 @@ _EXP_SERIES = tuple(1.0 / math.factorial(n) for n in range(10, -1, -1))
 
 @njit(cache=True, inline="always", error_model="numpy")
 def exp_of_negative(y):
-    """exp(-y) for y >= 0 (and 0 for y >= 708 or NaN; callers make NaN show elsewhere).
+    """exp(-y) for y >= 0 or NaN: 0 for y >= 708 (where float64 turns subnormal), NaN for NaN.
 
     exp(-y) = 2^-k · exp(r) with k = round(y / ln 2) and r = k·ln 2 - y in [-ln2/2, ln2/2].
     exp(r) is its Taylor series to r^10 (relative error below 3e-13 there), and 2^-k is built
     directly as a float64 bit pattern: exponent field 1023 - k, mantissa 0.
     """
     inside = y < _LARGEST_EXPONENT  # False for NaN too
-    y = y if inside else 0.0  # keep the integer conversion below defined
-    k = math.floor(y * _LOG2_E + 0.5)
-    r = (k * _LN2_HIGH - y) + k * _LN2_LOW
+    reduced = y if inside else 0.0  # keeps the integer conversion below defined
+    k = math.floor(reduced * _LOG2_E + 0.5)
+    r = (k * _LN2_HIGH - reduced) + k * _LN2_LOW
     series = 0.0
     for coefficient in _EXP_SERIES:  # Horner: (((c10 r + c9) r + c8) r + ...) r + c0
         series = series * r + coefficient
     power_of_two = _float64_from_bits((1023 - np.int64(k)) << 52)
-    return series * power_of_two if inside else 0.0
+    if inside:
+        return series * power_of_two
+    return 0.0 if y >= _LARGEST_EXPONENT else y  # y is NaN in the last case
 
 
 # Q(t) = erfc(a) · exp(a²) / t with t = 2 / (2 + a), a >= 0, as a degree-12 polynomial in t.
@@ -94,8 +96,8 @@ def normal_tail(v):
 
     Phi(-|v|) = erfc(a) / 2 with a = |v| / sqrt 2, and erfc(a) = t · Q(t) · exp(-a²). The tail
     is computed directly, never as 1 - Phi(|v|), so it keeps its relative accuracy however
-    small it gets. Phi(v) is the tail for v < 0 and 1 - tail otherwise. NaN gives NaN (through
-    t); |v| = inf gives (0, 0).
+    small it gets. Phi(v) is the tail for v < 0 and 1 - tail otherwise. NaN gives (NaN, NaN);
+    |v| = inf gives (0, 0).
     """
     a = abs(v) * _SQRT_HALF
     t = 2.0 / (2.0 + a)
