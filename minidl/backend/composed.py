@@ -10,6 +10,12 @@ from __future__ import annotations
 _CHANNELS = (1, -1, 1)  # a (C,) vector broadcast along axis 1 of (N, C, S)
 
 
+def softmax_backward(be, grad, out, axis):
+    """:meth:`Backend.softmax_backward`: out ⊙ (grad - Σ_axis grad ⊙ out)."""
+    dot = be.sum(be.mul(grad, out), axis=axis, keepdims=True)
+    return be.mul(out, be.sub(grad, dot))
+
+
 def batch_norm_forward(be, x, weight, bias, mean, var, eps):
     """:meth:`Backend.batch_norm_forward` from reductions and elementwise primitives."""
     count = float(x.shape[0] * x.shape[2])

@@ -465,6 +465,11 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
+    def softmax_backward(grad, out, axis):
+        """dL/dx of ``out = softmax(x, axis)`` from dL/dout: out ⊙ (grad - Σ_axis grad ⊙ out)."""
+        raise NotImplementedError
+
+    @staticmethod
     def log_softmax(x, axis):
         """x - logsumexp(x) along ``axis``, stable for large x."""
         raise NotImplementedError

@@ -25,9 +25,7 @@ class Softmax(Function):
         return self.out
 
     def backward(self, grad):
-        be = self.backend
-        dot = be.sum(be.mul(grad, self.out), axis=self.axis, keepdims=True)
-        return be.mul(self.out, be.sub(grad, dot))
+        return self.backend.softmax_backward(grad, self.out, self.axis)
 
 
 class LogSoftmax(Function):

@@ -176,6 +176,8 @@ CASES = {
                             a([[[[1, 1], [1, 1]]]])),
     "softmax": ((a([[0, math.log(3)]]), 1), a([[0.25, 0.75]])),
     "log_softmax": ((a([[0, math.log(3)]]), 1), a([[math.log(0.25), math.log(0.75)]])),
+    # dot = Σ grad·out = 1/4, so dx = out·(grad - 1/4) = (1/4·3/4, 3/4·-1/4).
+    "softmax_backward": ((a([[1, 0]]), a([[0.25, 0.75]]), 1), a([[0.1875, -0.1875]])),
     "softmax_cross_entropy_forward": ((a([[0, math.log(3)], [0, 0]]), a([1, -100], np.int64),
                                        -100, 0.0),
                                       (a([-math.log(0.75), 0]),

@@ -250,13 +250,21 @@ def test_relu_backward_broadcasts_like_reference():
     seed=seeds,
     scale=st.sampled_from([1.0, 50.0]),
 )
-def test_softmax_and_log_softmax_agree(shape, axis_choice, dtype, seed, scale):
+def test_softmax_its_gradient_and_log_softmax_agree(shape, axis_choice, dtype, seed, scale):
     axis = axis_choice % len(shape)
     assume(shape[axis] > 0)  # softmax over an empty axis is undefined
     x = (random_array(seed, shape, dtype) * scale).astype(dtype)
     assert_agree(fast.softmax(x, axis), ref.softmax(x, axis), dtype)
     assert_agree(fast.log_softmax(x, axis), ref.log_softmax(x, axis), dtype)
     assert_agree(fast.softmax(x, axis - len(shape)), ref.softmax(x, axis), dtype)
+    out = ref.softmax(x, axis)
+    grad = random_array(seed + 1, shape, dtype)
+    assert_agree(fast.softmax_backward(grad, out, axis), ref.softmax_backward(grad, out, axis),
+                 dtype)
+    # A gradient arriving as a transposed view (as after a permute) reads the same values.
+    grad_view = np.ascontiguousarray(np.swapaxes(grad, 0, -1)).swapaxes(0, -1)
+    assert_agree(fast.softmax_backward(grad_view, out, axis - len(shape)),
+                 ref.softmax_backward(grad, out, axis), dtype)
 
 
 @KERNEL_SETTINGS

@@ -191,6 +191,11 @@ class CudaBackend(Backend):
     gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
 
     @staticmethod
+    def softmax_backward(grad, out, axis):
+        """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
+        return composed.softmax_backward(CudaBackend, grad, out, axis)
+
+    @staticmethod
     def batch_norm_forward(x, weight, bias, mean, var, eps):
         """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
         return composed.batch_norm_forward(CudaBackend, x, weight, bias, mean, var, eps)

@@ -36,6 +36,7 @@ class NumbaCpuBackend(ReferenceBackend):
     avg_pool2d_forward = staticmethod(pool.avg_pool2d_forward)
     avg_pool2d_backward = staticmethod(pool.avg_pool2d_backward)
     softmax = staticmethod(nn_kernels.softmax)
+    softmax_backward = staticmethod(nn_kernels.softmax_backward)
     log_softmax = staticmethod(nn_kernels.log_softmax)
     softmax_cross_entropy_forward = staticmethod(nn_kernels.softmax_cross_entropy_forward)
     softmax_cross_entropy_backward = staticmethod(nn_kernels.softmax_cross_entropy_backward)

@@ -20,6 +20,7 @@ from .vector_math import NORMAL_DENSITY_SCALE, exp_of_negative, normal_tail
 
 __all__ = [
     "softmax",
+    "softmax_backward",
     "log_softmax",
     "softmax_cross_entropy_forward",
     "softmax_cross_entropy_backward",
@@ -101,6 +102,33 @@ def _softmax_along(x, axis, take_log):
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """exp(x) / sum(exp(x)) along ``axis``, computed with the max subtracted first."""
     return _softmax_along(x, axis, False)
+
+
+@njit(cache=True)
+def _softmax_backward_rows(grad, out, dx):
+    rows, width = out.shape
+    for r in range(rows):
+        dot = 0.0
+        for k in range(width):
+            dot += grad[r, k] * out[r, k]
+        for k in range(width):
+            dx[r, k] = out[r, k] * (grad[r, k] - dot)
+
+
+def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
+    """out ⊙ (grad - Σ grad ⊙ out) along ``axis``: one pass for the dot, one for the result,
+    where NumPy makes four (product, sum, difference, product) and three temporaries."""
+    out = np.asarray(out)
+    grad = np.broadcast_to(np.asarray(grad, dtype=out.dtype), out.shape)
+    moved_out, moved_grad = np.moveaxis(out, axis, -1), np.moveaxis(grad, axis, -1)
+    width = moved_out.shape[-1]
+    count = moved_out.size // width if width else 0
+    out_rows = np.asarray(moved_out, order="C").reshape(count, width)
+    grad_rows = np.asarray(moved_grad, order="C").reshape(count, width)
+    dx = np.empty_like(out_rows)
+    if dx.size:
+        _softmax_backward_rows(grad_rows, out_rows, dx)
+    return np.moveaxis(dx.reshape(moved_out.shape), -1, axis)
 
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:

@@ -99,6 +99,7 @@ class ReferenceBackend(Backend):
 
     # neural-network kernels
     softmax = staticmethod(nn_kernels.softmax)
+    softmax_backward = staticmethod(nn_kernels.softmax_backward)
     log_softmax = staticmethod(nn_kernels.log_softmax)
     softmax_cross_entropy_forward = staticmethod(nn_kernels.softmax_cross_entropy_forward)
     softmax_cross_entropy_backward = staticmethod(nn_kernels.softmax_cross_entropy_backward)

@@ -17,6 +17,7 @@ import numpy as np
 
 __all__ = [
     "softmax",
+    "softmax_backward",
     "log_softmax",
     "softmax_cross_entropy_forward",
     "softmax_cross_entropy_backward",
@@ -43,6 +44,16 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     shifted = x - np.max(x, axis=axis, keepdims=True)
     exps = np.exp(shifted)
     return exps / np.sum(exps, axis=axis, keepdims=True)
+
+
+def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
+    """dL/dx for out = softmax(x): out ⊙ (grad - Σ grad ⊙ out) along ``axis``.
+
+    The Jacobian of softmax is diag(out) - out outᵀ; applied to grad it is
+    out ⊙ grad - out (outᵀ grad), so only one dot product per row is needed.
+    """
+    dot = np.sum(grad * out, axis=axis, keepdims=True)
+    return out * (grad - dot)
 
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
