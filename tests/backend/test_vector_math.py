@@ -114,3 +114,17 @@ def test_float32_softmax_agrees_with_the_reference_on_rows_with_nan_and_infiniti
         assert_within_rounding(fast.softmax(x, 1), expected, np.zeros_like(x))
         # Along a leading axis too: the wrapper moves it last and back.
         assert_within_rounding(fast.softmax(x.T.copy(), 0), expected.T, np.zeros_like(x.T))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_spread_over_threads_gives_the_bits_of_a_single_thread(approximate):
+    from minidl.backend.numba_cpu.conv import PARALLEL_MIN_WORK
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(PARALLEL_MIN_WORK + 12345) * 4).astype(np.float32)
+    grad = rng.standard_normal(x.size).astype(np.float32)
+    whole_forward = fast.gelu_forward(x, approximate)
+    whole_backward = fast.gelu_backward(grad, x, approximate)
+    for piece in (slice(0, 1000), slice(PARALLEL_MIN_WORK - 7, None)):  # single-thread sizes
+        np.testing.assert_array_equal(whole_forward[piece], fast.gelu_forward(x[piece], approximate))
+        np.testing.assert_array_equal(whole_backward[piece],
+                                      fast.gelu_backward(grad[piece], x[piece], approximate))

@@ -269,19 +269,38 @@ def _gelu_slope_parts_vectorised(v, use_tanh):
 
 
 @njit(cache=True, error_model="numpy")
-def _gelu_forward_vectorised(x, out, use_tanh):
-    for k in range(x.size):
+def _gelu_forward_vectorised(x, out, use_tanh, start, stop):
+    for k in range(start, stop):
         v = np.float64(x[k])
         cdf, _ = _gelu_slope_parts_vectorised(v, use_tanh)
         out[k] = v * cdf
 
 
 @njit(cache=True, error_model="numpy")
-def _gelu_backward_vectorised(grad, x, dx, use_tanh):
-    for k in range(x.size):
+def _gelu_backward_vectorised(grad, x, dx, use_tanh, start, stop):
+    for k in range(start, stop):
         v = np.float64(x[k])
         cdf, density = _gelu_slope_parts_vectorised(v, use_tanh)
         dx[k] = grad[k] * (cdf + v * density)
+
+
+# Large activations are cut into spans spread over Numba's threads (elementwise, so the result
+# is the same bits for any thread count); below PARALLEL_MIN_WORK elements starting the threads
+# costs more than it saves.
+_SPAN = 1 << 14
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _gelu_forward_spans(x, out, use_tanh):
+    for span in prange((x.size + _SPAN - 1) // _SPAN):
+        _gelu_forward_vectorised(x, out, use_tanh, span * _SPAN, min(x.size, (span + 1) * _SPAN))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _gelu_backward_spans(grad, x, dx, use_tanh):
+    for span in prange((x.size + _SPAN - 1) // _SPAN):
+        _gelu_backward_vectorised(grad, x, dx, use_tanh, span * _SPAN,
+                                  min(x.size, (span + 1) * _SPAN))
 
 
 @njit(cache=True)
@@ -315,8 +334,13 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     x = np.asarray(x, order="C")
     out = np.empty_like(x)
     if x.size:
-        kernel = _gelu_forward_vectorised if x.dtype == np.float32 else _gelu_forward_kernel
-        kernel(x.reshape(-1), out.reshape(-1), approximate == "tanh")
+        flat_x, flat_out, use_tanh = x.reshape(-1), out.reshape(-1), approximate == "tanh"
+        if x.dtype != np.float32:
+            _gelu_forward_kernel(flat_x, flat_out, use_tanh)
+        elif x.size >= PARALLEL_MIN_WORK:
+            _gelu_forward_spans(flat_x, flat_out, use_tanh)
+        else:
+            _gelu_forward_vectorised(flat_x, flat_out, use_tanh, 0, x.size)
     return out
 
 
@@ -327,8 +351,13 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
     grad = np.asarray(np.broadcast_to(grad, x.shape), dtype=x.dtype, order="C")
     dx = np.empty_like(x)
     if x.size:
-        kernel = _gelu_backward_vectorised if x.dtype == np.float32 else _gelu_backward_kernel
-        kernel(grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh")
+        flat = grad.reshape(-1), x.reshape(-1), dx.reshape(-1), approximate == "tanh"
+        if x.dtype != np.float32:
+            _gelu_backward_kernel(*flat)
+        elif x.size >= PARALLEL_MIN_WORK:
+            _gelu_backward_spans(*flat)
+        else:
+            _gelu_backward_vectorised(*flat, 0, x.size)
     return dx
 
 
