@@ -12,7 +12,9 @@ single-sample inference latency of a small CNN with BatchNorm (eval), eager and 
 process's first forward pass and first training step, with a warm and with a cold Numba cache.
 Both engines use the same number of threads; ratios are minidl / PyTorch from the same run (for
 latencies, PyTorch / minidl, so above 1 is faster everywhere), so they do not depend on how fast
-this particular machine is. ``--workloads lstm transformer`` times only some rows.
+this particular machine is. ``--workloads lstm transformer`` times only some rows. On a machine
+shared with other work, ``--threads 1 --clock cpu`` times each step by the process's CPU time,
+which leaves out the time the step spent waiting for a core.
 
 Each engine is timed in its own child process: NumPy's BLAS, Numba and PyTorch each keep a pool
 of spinning worker threads, and two pools in one process fight over the cores.
@@ -29,16 +31,18 @@ import time
 import numpy as np
 
 THREADS = os.cpu_count() or 1
+# Wall time by default; with --clock cpu, the process's CPU time (see main's --clock help).
+CLOCK = time.perf_counter
 
 
 def steps_per_second(step, seconds: float) -> float:
     for _ in range(3):  # warm-up: kernel compilation, allocator, BLAS thread start
         step()
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    count, start = 0, CLOCK()
+    while CLOCK() - start < seconds:
         step()
         count += 1
-    return count / (time.perf_counter() - start)
+    return count / (CLOCK() - start)
 
 
 # -- models ----------------------------------------------------------------------------------------
@@ -330,7 +334,8 @@ def measure(engine: str, kind: str, seconds: float) -> float:
     """Calls/s of one engine on one workload in a child process; nan if the child failed (an
     engine that lacks a feature, such as an older minidl without ``md.compile``)."""
     out = subprocess.run([sys.executable, __file__, "--worker", engine, kind,
-                          "--seconds", str(seconds), "--threads", str(THREADS)],
+                          "--seconds", str(seconds), "--threads", str(THREADS),
+                          "--clock", "cpu" if CLOCK is time.process_time else "wall"],
                          capture_output=True, text=True)
     if out.returncode:
         print(f"{engine} on {kind} failed: {out.stderr.strip().splitlines()[-1:]}",
@@ -354,7 +359,7 @@ def best_rates(engines, kind: str, seconds: float, rounds: int) -> dict:
 
 
 def main() -> None:
-    global THREADS
+    global THREADS, CLOCK
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="timing window per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs per engine")
@@ -365,9 +370,17 @@ def main() -> None:
                              "transformer, infer, startup)")
     parser.add_argument("--threads", type=int, default=THREADS,
                         help="threads per engine (1 gives steadier ratios on a busy machine)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="time steps by the wall clock, or by the process's CPU time: on a "
+                             "machine shared with other work, CPU time leaves out the time a "
+                             "step waits for a core. Needs --threads 1 (CPU time sums every "
+                             "thread); the start-up rows stay wall-clock")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "WORKLOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     THREADS = args.threads
+    if args.clock == "cpu" and THREADS != 1:
+        parser.error("--clock cpu needs --threads 1: CPU time sums the time of every thread")
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.worker:
         return worker(*args.worker, args.seconds)
     try:
@@ -424,7 +437,8 @@ def main() -> None:
         rows.append(("then first training step, warm / cold cache",
                      f"{warm_step_s:.2f} / {cold_step_s:.2f} s", "", "", "<= 2 s warm"))
 
-    print(f"threads: {THREADS}; torch: {torch.__version__ if torch else 'not installed'}")
+    print(f"threads: {THREADS}; clock: {args.clock}; "
+          f"torch: {torch.__version__ if torch else 'not installed'}")
     header = ("benchmark", "minidl", "PyTorch", "ratio", "target")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
     for row in [header, tuple("-" * w for w in widths)] + rows:
