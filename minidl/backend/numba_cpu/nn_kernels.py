@@ -465,100 +465,134 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
 
 
 # -- batch norm ----------------------------------------------------------------------------------
-# One channel at a time over (N, C, S): its N runs of S contiguous values are read two or three
-# times while they are still in cache, where the NumPy form makes a full-size temporary per
-# expression (centred values, their squares, x̂, grad·x̂, ...). Accumulators are float64, as in
-# the reference; each channel's sums run in one fixed order, so results do not vary run to run.
+# Statistics per channel of (N, C, S). Two choices make these kernels fast:
+# - Memory order. Channel c is N runs of S values, C·S apart; walking one channel at a time
+#   jumps across the whole array N times per channel, and with short runs (S = 64 for an 8×8
+#   map) the loads wait on memory. The loops below walk (b, c, k) in the array's own order.
+# - Eight partial sums per channel. One running sum is a chain of dependent additions, each
+#   waiting ~4 cycles for the previous; value k of a run goes to partial sum k mod 8 instead,
+#   so eight chains advance together, and the eight are added left to right at the end.
+# Each channel's sums therefore run in one fixed order whichever block of channels a thread
+# takes, so results do not vary run to run or with the thread count. Accumulators are float64,
+# as in the reference.
+
+_LANES = 8
+
+
+@njit(cache=True, inline="always")
+def _add_channel_sums(x, grad, center, with_grad, first_channel, sums_a, sums_b):
+    """For each channel c of the block (rows of ``sums_a``/``sums_b``, from ``first_channel``):
+    add a and a·d into lane k mod 8, d = x - center[c], a = grad if ``with_grad`` else d.
+    (Σd, Σd²) with center 0 and then the mean gives the statistics, (Σg, Σg·d) the gradient."""
+    n, _, size = x.shape
+    whole = size - size % _LANES
+    for b in range(n):
+        for row in range(sums_a.shape[0]):
+            c = first_channel + row
+            shift = center[c]
+            for start in range(0, whole, _LANES):
+                for lane in range(_LANES):
+                    d = x[b, c, start + lane] - shift
+                    a = grad[b, c, start + lane] if with_grad else d
+                    sums_a[row, lane] += a
+                    sums_b[row, lane] += a * d
+            for k in range(whole, size):
+                d = x[b, c, k] - shift
+                a = grad[b, c, k] if with_grad else d
+                sums_a[row, k - whole] += a
+                sums_b[row, k - whole] += a * d
+
+
+@njit(cache=True, inline="always")
+def _lane_total(sums, row):
+    total = 0.0
+    for lane in range(_LANES):
+        total += sums[row, lane]
+    return total
 
 
 @njit(cache=True)
-def _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
-                                var, rstd, y, c):
+def _batch_norm_forward_block(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
+                              var, rstd, y, first, last):
+    """Channels [first, last): statistics (when ``batch_stats``; else ``mean``/``var`` hold the
+    given ones), then y = (x - mean)·rstd·weight + bias."""
     n, _, size = x.shape
     count = n * size
+    block = last - first
     if batch_stats:
-        total = 0.0
-        for b in range(n):
-            for k in range(size):
-                total += x[b, c, k]
-        channel_mean = total / count
-        squares = 0.0
-        for b in range(n):
-            for k in range(size):
-                d = x[b, c, k] - channel_mean
-                squares += d * d
-        channel_var = squares / count
-    else:
-        channel_mean = np.float64(mean[c])  # float64: Numba's float() keeps float32
-        channel_var = np.float64(var[c])
-    channel_rstd = 1.0 / math.sqrt(channel_var + eps)
-    scale = channel_rstd * weight[c] if has_weight else channel_rstd
-    shift = bias[c] if has_bias else 0.0
+        sums, squares = np.zeros((block, _LANES)), np.zeros((block, _LANES))
+        _add_channel_sums(x, x, np.zeros(x.shape[1]), False, first, sums, squares)
+        for row in range(block):
+            mean[first + row] = _lane_total(sums, row) / count
+        # Second pass over the centred values: exact where E[x²] - E[x]² would cancel.
+        sums[:], squares[:] = 0.0, 0.0
+        _add_channel_sums(x, x, mean, False, first, sums, squares)
+        for row in range(block):
+            var[first + row] = _lane_total(squares, row) / count
+    for row in range(block):
+        rstd[first + row] = 1.0 / math.sqrt(var[first + row] + eps)
     for b in range(n):
-        for k in range(size):
-            y[b, c, k] = (x[b, c, k] - channel_mean) * scale + shift
-    mean[c], var[c], rstd[c] = channel_mean, channel_var, channel_rstd
+        for row in range(block):
+            # Locals, not array reads in the loop: LLVM cannot rule out that writing y changes
+            # mean or weight, and would reload them for every element.
+            c = first + row
+            center = mean[c]
+            scale = rstd[c] * weight[c] if has_weight else rstd[c]
+            shift = bias[c] if has_bias else 0.0
+            for k in range(size):
+                y[b, c, k] = (x[b, c, k] - center) * scale + shift
 
 
 @njit(cache=True)
-def _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
-                                 dweight, dbias, c):
+def _batch_norm_backward_block(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                               dweight, dbias, first, last):
+    """Channels [first, last): dweight = Σ g·x̂, dbias = Σ g, and dx (see the reference)."""
     n, _, size = x.shape
     count = n * size
-    channel_mean = np.float64(mean[c])  # float64: Numba's float() keeps float32
-    channel_rstd = np.float64(rstd[c])
-    sum_g = 0.0
-    sum_gx = 0.0
+    block = last - first
+    sums_g, sums_gd = np.zeros((block, _LANES)), np.zeros((block, _LANES))
+    _add_channel_sums(x, grad, mean, True, first, sums_g, sums_gd)
+    for row in range(block):
+        c = first + row
+        dbias[c] = _lane_total(sums_g, row)
+        dweight[c] = _lane_total(sums_gd, row) * rstd[c]  # Σ g·x̂ = rstd·Σ g·(x - mean)
     for b in range(n):
-        for k in range(size):
-            g = grad[b, c, k]
-            sum_g += g
-            sum_gx += g * ((x[b, c, k] - channel_mean) * channel_rstd)
-    scale = channel_rstd * weight[c] if has_weight else channel_rstd
-    mean_g = sum_g / count if batch_stats else 0.0
-    mean_gx = sum_gx / count if batch_stats else 0.0
-    for b in range(n):
-        for k in range(size):
-            xhat = (x[b, c, k] - channel_mean) * channel_rstd
-            dx[b, c, k] = scale * (grad[b, c, k] - mean_g - xhat * mean_gx)
-    dweight[c], dbias[c] = sum_gx, sum_g
+        for row in range(block):
+            c = first + row
+            center, channel_rstd = mean[c], rstd[c]
+            scale = channel_rstd * weight[c] if has_weight else channel_rstd
+            mean_g = dbias[c] / count if batch_stats else 0.0
+            mean_gx = dweight[c] / count if batch_stats else 0.0
+            for k in range(size):
+                xhat = (x[b, c, k] - center) * channel_rstd
+                dx[b, c, k] = scale * (grad[b, c, k] - mean_g - xhat * mean_gx)
 
 
-# A serial and a parallel loop over the channels (threads pay only on large activations, see
-# PARALLEL_MIN_WORK). A channel is one task either way, so its sums run in the same order and
-# the results are identical whichever loop ran.
-
-
-@njit(cache=True)
-def _batch_norm_forward_serial(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var,
-                               rstd, y):
-    for c in range(x.shape[1]):
-        _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps,
-                                    mean, var, rstd, y, c)
+# Large activations are split into blocks of channels over Numba's threads (PARALLEL_MIN_WORK);
+# a channel's sums run in the same order in any block, so the split never changes a bit.
+_CHANNEL_BLOCKS = 8
 
 
 @njit(cache=True, parallel=True)
 def _batch_norm_forward_parallel(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
                                  var, rstd, y):
-    for c in prange(x.shape[1]):
-        _batch_norm_forward_channel(x, weight, bias, has_weight, has_bias, batch_stats, eps,
-                                    mean, var, rstd, y, c)
-
-
-@njit(cache=True)
-def _batch_norm_backward_serial(grad, x, mean, rstd, weight, has_weight, batch_stats, dx, dweight,
-                                dbias):
-    for c in range(x.shape[1]):
-        _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
-                                     dweight, dbias, c)
+    channels = x.shape[1]
+    blocks = min(channels, _CHANNEL_BLOCKS)
+    for block in prange(blocks):
+        _batch_norm_forward_block(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean,
+                                  var, rstd, y, block * channels // blocks,
+                                  (block + 1) * channels // blocks)
 
 
 @njit(cache=True, parallel=True)
 def _batch_norm_backward_parallel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
                                   dweight, dbias):
-    for c in prange(x.shape[1]):
-        _batch_norm_backward_channel(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
-                                     dweight, dbias, c)
+    channels = x.shape[1]
+    blocks = min(channels, _CHANNEL_BLOCKS)
+    for block in prange(blocks):
+        _batch_norm_backward_block(grad, x, mean, rstd, weight, has_weight, batch_stats, dx,
+                                   dweight, dbias, block * channels // blocks,
+                                   (block + 1) * channels // blocks)
 
 
 def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
@@ -572,12 +606,14 @@ def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
     if not batch_stats:  # the kernel reads the given statistics from here
         stats[0][:], stats[1][:] = mean, var
     if x.shape[0] * x.shape[2]:
-        kernel = _batch_norm_forward_parallel if x.size >= PARALLEL_MIN_WORK and \
-            x.shape[1] > 1 else _batch_norm_forward_serial
-        kernel(
+        arguments = (
             x, empty if weight is None else np.ascontiguousarray(weight),
             empty if bias is None else np.ascontiguousarray(bias), weight is not None,
             bias is not None, batch_stats, float(eps), stats[0], stats[1], stats[2], y)
+        if x.size >= PARALLEL_MIN_WORK and channels > 1:
+            _batch_norm_forward_parallel(*arguments)
+        else:
+            _batch_norm_forward_block(*arguments, 0, channels)
     return (y,) + tuple(a.astype(x.dtype) for a in stats)
 
 
@@ -591,12 +627,16 @@ def batch_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight, bat
     dweight = np.zeros(channels, np.float64)
     dbias = np.zeros(channels, np.float64)
     if x.size:
-        kernel = _batch_norm_backward_parallel if x.size >= PARALLEL_MIN_WORK and \
-            x.shape[1] > 1 else _batch_norm_backward_serial
-        kernel(
-            grad, x, np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
+        # The statistics as float64, so that the kernel's arithmetic is float64 throughout:
+        # in float32, x - mean loses the digits where Σ grad·x̂ cancels.
+        arguments = (
+            grad, x, np.asarray(mean, np.float64), np.asarray(rstd, np.float64),
             np.ascontiguousarray(weight) if has_weight else np.empty(0, x.dtype), has_weight,
             bool(batch_stats), dx, dweight, dbias)
+        if x.size >= PARALLEL_MIN_WORK and channels > 1:
+            _batch_norm_backward_parallel(*arguments)
+        else:
+            _batch_norm_backward_block(*arguments, 0, channels)
     if not has_weight:
         return dx, None, None
     return dx, dweight.astype(x.dtype), dbias.astype(x.dtype)
