@@ -95,6 +95,28 @@ def test_im2col_and_col2im_loops_agree_with_reference(monkeypatch, parallel_min_
         assert_agree(fast.col2im(cols, x.shape, *geometry), ref.col2im(cols, x.shape, *geometry), dtype)
 
 
+@pytest.mark.parametrize("geometry", [
+    ((3, 3), (1, 1), (1, 1), (1, 1)),   # 'same' 3x3: the contiguous-band copy
+    ((5, 3), (1, 1), (2, 1), (1, 1)),   # tall kernel
+    ((3, 3), (1, 1), (2, 2), (2, 2)),   # dilated, still as wide as the image
+    ((1, 5), (1, 1), (0, 2), (1, 1)),
+    ((7, 7), (1, 1), (3, 3), (1, 1)),   # taps whose rows fall wholly outside a 3-row image
+], ids=["3x3", "5x3", "dilated", "1x5", "7x7-on-3-rows"])
+@pytest.mark.parametrize("parallel_min_work", [0, 1 << 60], ids=["threads", "one-thread"])
+def test_im2col_of_same_size_convolutions_equals_the_reference(monkeypatch, geometry,
+                                                               parallel_min_work):
+    # Output rows as wide as the image take the band copy; it must give the reference's bits.
+    from minidl.backend.numba_cpu import conv as fast_conv
+
+    monkeypatch.setattr(fast_conv, "PARALLEL_MIN_WORK", parallel_min_work)
+    for shape in ((2, 3, 6, 5), (1, 2, 3, 4), (3, 1, 1, 6)):
+        x = random_array(sum(shape), shape, np.float32)
+        cols = ref.im2col(x, *geometry)
+        np.testing.assert_array_equal(fast.im2col(x, *geometry), cols)
+        assert_agree(fast.col2im(cols, x.shape, *geometry), ref.col2im(cols, x.shape, *geometry),
+                     np.float32)
+
+
 def test_im2col_accepts_non_contiguous_input():
     x = random_array(0, (2, 3, 6, 5), np.float64).transpose(0, 1, 3, 2)
     geometry = ((3, 2), (1, 2), (1, 0), (1, 1))
