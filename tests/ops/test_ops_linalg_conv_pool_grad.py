@@ -104,6 +104,20 @@ def test_conv2d(case, seed):
     np.testing.assert_allclose(out.numpy(), conv2d_by_loops(x, w, b, **geometry), atol=1e-12)
 
 
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((2, 3, 16, 16), (4, 3, 3, 3), 1),   # 256 output pixels per image: one product per image
+    ((3, 1, 20, 17), (2, 1, 5, 2), 2),
+])
+def test_conv2d_on_maps_large_enough_for_a_product_per_image(x_shape, w_shape, padding):
+    x, w, b = normal(0, x_shape), normal(1, w_shape), normal(2, (w_shape[0],))
+    out = conv.conv2d(md.tensor(x, dtype=np.float64), md.tensor(w, dtype=np.float64),
+                      md.tensor(b, dtype=np.float64), padding=padding)
+    expected = conv2d_by_loops(x, w, b, stride=(1, 1), padding=(padding, padding),
+                               dilation=(1, 1), groups=1)
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-12)
+    assert out.numpy().flags.c_contiguous
+
+
 def test_conv2d_with_a_batch_of_zero_images():
     x, w = normal(0, (0, 2, 4, 4)), normal(1, (3, 2, 3, 3))
     check_gradients(lambda x_, w_: conv.conv2d(x_, w_, padding=1), x, w)
