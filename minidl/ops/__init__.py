@@ -5,4 +5,7 @@ Modules by concept: ``elementwise`` (arithmetic, activations), ``reduction`` (su
 ``shape`` (reshape, transpose, indexing, cat/stack/where, casts), ``linalg`` (matmul), ``conv``
 and ``pool`` (2-D convolution and pooling), ``nn_ops`` (softmax, losses, dropout, normalisation,
 embedding).
+
+Op classes end in ``Function`` (``Conv2dFunction`` is the op, ``nn.Conv2d`` the layer that calls
+it); the lower-case functions beside them (``conv2d``) are what layers and users call.
 """

@@ -24,7 +24,7 @@ def _pair(value, name: str) -> tuple:
     return pair
 
 
-class Conv2d(Function):
+class Conv2dFunction(Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
         n = x.shape[0]
@@ -119,4 +119,5 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
                          f"stride={stride}, dilation={dilation}, padding={padding}")
     check_bias_and_dtype("conv2d", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    return Conv2d.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return Conv2dFunction.apply(*inputs, stride=stride, padding=padding, dilation=dilation,
+                                groups=groups)

@@ -23,7 +23,7 @@ def transposed_output_size(size, kernel, stride, padding, dilation, output_paddi
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
-class ConvTranspose2d(Function):
+class ConvTranspose2dFunction(Function):
     def forward(self, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         be = self.backend
         n, in_channels, h, w = x.shape
@@ -88,5 +88,5 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
             raise ValueError(f"conv_transpose2d: padding {padding} leaves an empty output for "
                              f"input of shape {x.shape}")
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    return ConvTranspose2d.apply(*inputs, stride=stride, padding=padding,
+    return ConvTranspose2dFunction.apply(*inputs, stride=stride, padding=padding,
                                  output_padding=output_padding, dilation=dilation, groups=groups)

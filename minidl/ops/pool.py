@@ -13,7 +13,7 @@ from .conv import _pair
 from .shape import cat
 
 
-class MaxPool2d(Function):
+class MaxPool2dFunction(Function):
     def forward(self, x, kernel_size, stride, padding, dilation, ceil_mode):
         self.x_shape = x.shape
         out, self.argmax = self.backend.max_pool2d_forward(x, kernel_size, stride, padding,
@@ -24,7 +24,7 @@ class MaxPool2d(Function):
         return self.backend.max_pool2d_backward(grad, self.argmax, self.x_shape)
 
 
-class AvgPool2d(Function):
+class AvgPool2dFunction(Function):
     def forward(self, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
         self.x_shape = x.shape
         self.args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -51,14 +51,14 @@ def _pool_arguments(op, x, kernel_size, stride, padding):
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
     kernel_size, stride, padding = _pool_arguments("max_pool2d", x, kernel_size, stride, padding)
-    return MaxPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+    return MaxPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
                            dilation=_pair(dilation, "dilation"), ceil_mode=bool(ceil_mode))
 
 
 def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     kernel_size, stride, padding = _pool_arguments("avg_pool2d", x, kernel_size, stride, padding)
-    return AvgPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+    return AvgPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
                            ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
 
 

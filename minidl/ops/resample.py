@@ -25,7 +25,7 @@ from ..autograd.tensor import Tensor
 from ..ops.shape import cat
 from .conv import _pair
 from .pool import max_pool2d
-from .reduction import Extremum
+from .reduction import ExtremumFunction
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -52,7 +52,7 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
 
 
 def _max_over(x: Tensor, axis: int) -> Tensor:
-    return Extremum.apply(x, axes=(axis,), keepdims=True, primitive="max")
+    return ExtremumFunction.apply(x, axes=(axis,), keepdims=True, primitive="max")
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:
