@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from .conv import _pair
+from .sizes import int_pair
 from .shape import cat
 
 
@@ -37,9 +37,9 @@ class AvgPool2dFunction(Function):
 def _pool_arguments(op, x, kernel_size, stride, padding):
     if x.ndim != 4:
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
-    kernel_size = _pair(kernel_size, "kernel_size")
-    stride = kernel_size if stride is None else _pair(stride, "stride")
-    padding = _pair(padding, "padding")
+    kernel_size = int_pair(kernel_size, op, "kernel_size")
+    stride = kernel_size if stride is None else int_pair(stride, op, "stride")
+    padding = int_pair(padding, op, "padding")
     if min(kernel_size) < 1 or min(stride) < 1:
         raise ValueError(f"{op}: kernel_size and stride must be >= 1, got {kernel_size}, {stride}")
     if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:
@@ -51,8 +51,9 @@ def _pool_arguments(op, x, kernel_size, stride, padding):
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
     kernel_size, stride, padding = _pool_arguments("max_pool2d", x, kernel_size, stride, padding)
+    dilation = int_pair(dilation, "max_pool2d", "dilation")
     return MaxPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
-                           dilation=_pair(dilation, "dilation"), ceil_mode=bool(ceil_mode))
+                                   dilation=dilation, ceil_mode=bool(ceil_mode))
 
 
 def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -76,7 +77,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
         else tuple(output_size)
     h, w = x.shape[2:]
     out_h, out_w = (h if pair[0] is None else pair[0]), (w if pair[1] is None else pair[1])
-    out_h, out_w = _pair((out_h, out_w), "output_size")
+    out_h, out_w = int_pair((out_h, out_w), "adaptive_avg_pool2d", "output_size")
     if min(out_h, out_w) < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
     if h % out_h == 0 and w % out_w == 0:

@@ -5,48 +5,34 @@ import of ``minidl.nn`` or ``minidl.onnx`` in a corner of the package counts as 
 the top.
 """
 
-import ast
 from pathlib import Path
+
+from import_scan import imports_in
 
 import minidl.io
 
 IO_DIR = Path(minidl.io.__file__).parent
 
 
-def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in ``source``, a module of ``package``;
-    relative imports are resolved against ``package``."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module
-            found.append((node.lineno, module))
-    return found
-
-
-def imports_from_above(directory: Path, package: str = "minidl.io") -> list[str]:
-    """``file:line module`` for each import of a minidl module outside ``package``."""
+def imports_from_above(directory: Path, root: Path) -> list[str]:
+    """``file:line module`` for each import of a minidl module outside ``minidl.io``."""
     problems = []
-    for path in sorted(directory.glob("*.py")):
-        for line, module in imported_modules(path.read_text(), package):
-            inside = module == package or module.startswith(package + ".")
-            if (module == "minidl" or module.startswith("minidl.")) and not inside:
-                problems.append(f"{path.name}:{line} {module}")
+    for path, found in imports_in(directory, root):
+        module = found.module
+        inside = module == "minidl.io" or module.startswith("minidl.io.")
+        if (module == "minidl" or module.startswith("minidl.")) and not inside:
+            problems.append(f"{path.name}:{found.line} {module}")
     return problems
 
 
 def test_io_imports_nothing_from_the_floors_above():
-    assert imports_from_above(IO_DIR) == []
+    assert imports_from_above(IO_DIR, IO_DIR.parents[1]) == []
 
 
 def test_the_scan_sees_absolute_relative_and_lazy_imports(tmp_path):
-    (tmp_path / "a.py").write_text(
+    package = tmp_path / "minidl" / "io"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text(
         "import numpy\n"
         "from minidl.io.errors import CheckpointError\n"
         "from . import layout\n"
@@ -54,5 +40,5 @@ def test_the_scan_sees_absolute_relative_and_lazy_imports(tmp_path):
         "def load():\n"
         "    from minidl.onnx import import_model\n"
         "    import minidl.optim\n")
-    assert imports_from_above(tmp_path) == [
+    assert imports_from_above(package, tmp_path) == [
         "a.py:4 minidl.nn", "a.py:6 minidl.onnx", "a.py:7 minidl.optim"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...ops.conv import _pair
+from ...ops.sizes import int_pair
 from ...ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ..module import Module
 from ..registry import register_module
@@ -12,9 +12,11 @@ from ..registry import register_module
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
-        self.padding, self.dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
+        self.kernel_size = int_pair(kernel_size, "MaxPool2d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else \
+            int_pair(stride, "MaxPool2d", "stride")
+        self.padding = int_pair(padding, "MaxPool2d", "padding")
+        self.dilation = int_pair(dilation, "MaxPool2d", "dilation")
         self.ceil_mode = bool(ceil_mode)
 
     def forward(self, x):
@@ -32,9 +34,10 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
-        self.padding = _pair(padding, "padding")
+        self.kernel_size = int_pair(kernel_size, "AvgPool2d", "kernel_size")
+        self.stride = self.kernel_size if stride is None else \
+            int_pair(stride, "AvgPool2d", "stride")
+        self.padding = int_pair(padding, "AvgPool2d", "padding")
         self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
 
     def forward(self, x):
