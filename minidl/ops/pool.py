@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from .sizes import int_pair
+from .sizes import int_pair, pool_window
 from .shape import cat
 
 
@@ -37,9 +37,7 @@ class AvgPool2dFunction(Function):
 def _pool_arguments(op, x, kernel_size, stride, padding):
     if x.ndim != 4:
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
-    kernel_size = int_pair(kernel_size, op, "kernel_size")
-    stride = kernel_size if stride is None else int_pair(stride, op, "stride")
-    padding = int_pair(padding, op, "padding")
+    kernel_size, stride, padding = pool_window(op, kernel_size, stride, padding)
     if min(kernel_size) < 1 or min(stride) < 1:
         raise ValueError(f"{op}: kernel_size and stride must be >= 1, got {kernel_size}, {stride}")
     if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:

@@ -26,3 +26,11 @@ def int_pair(value, op: str, name: str) -> tuple[int, int]:
     if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
         raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
     return pair
+
+
+def pool_window(op: str, kernel_size, stride, padding) -> tuple:
+    """A 2-D pooling window's ``(kernel_size, stride, padding)``, each as a pair; the stride
+    defaults to the kernel size (windows side by side), as in PyTorch."""
+    kernel_size = int_pair(kernel_size, op, "kernel_size")
+    stride = kernel_size if stride is None else int_pair(stride, op, "stride")
+    return kernel_size, stride, int_pair(padding, op, "padding")
