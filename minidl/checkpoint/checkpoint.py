@@ -41,7 +41,7 @@ import numpy as np
 from minidl import random as md_random
 from minidl.checkpoint import sharded
 from minidl.checkpoint.data_parallel import rng_for_this_rank
-from minidl.checkpoint.state_tree import (
+from minidl.io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from minidl.checkpoint import Checkpoint
-from minidl.checkpoint.state_tree import ITEMS_MARKER, copy_state, from_storable, to_storable
+from minidl.io.state_tree import ITEMS_MARKER, copy_state, from_storable, to_storable
 from minidl.io import read_file
 
 
