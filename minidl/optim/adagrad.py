@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_flag, check_number
+from ..validation import check_flag, check_number
+from .optimizer import Optimizer
 from .slot_updates import check_slots, effective_grad, running_average_, step_
 
 __all__ = ["Adagrad", "Adadelta"]

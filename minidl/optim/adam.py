@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numbers
 
-from .optimizer import Optimizer, _is_array, check_flag, check_number
+from ..io.state_tree import is_array
+from ..validation import check_flag, check_number
+from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -71,7 +73,7 @@ class Adam(Optimizer):
             raise ValueError(f"{where} slot 'step' must be a whole number >= 0, got {step!r}")
         slots["step"] = int(step)
         for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            if name in slots and not _is_array(slots[name]):
+            if name in slots and not is_array(slots[name]):
                 raise ValueError(f"{where} slot {name!r} must be an array")
         if group["amsgrad"] and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
             raise ValueError(f"{where} is missing slot 'max_exp_avg_sq' (amsgrad is on)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, _is_array, check_flag, check_number
+from ..io.state_tree import is_array
+from ..validation import check_flag, check_number
+from .optimizer import Optimizer
 
 __all__ = ["SGD"]
 
@@ -43,7 +45,7 @@ class SGD(Optimizer):
                 raise ValueError(f"{where} has an unknown slot {name!r} for SGD")
         if slots.get("momentum_buffer", 0) is None:
             del slots["momentum_buffer"]  # PyTorch writes None for "no buffer yet"
-        elif "momentum_buffer" in slots and not _is_array(slots["momentum_buffer"]):
+        elif "momentum_buffer" in slots and not is_array(slots["momentum_buffer"]):
             raise ValueError(f"{where} slot 'momentum_buffer' must be an array")
 
     def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
