@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
-from ..io.state_tree import is_array
 from ..validation import check_flag, check_number
 from .optimizer import Optimizer
+from .slot_updates import check_slots
 
 __all__ = ["Adam", "AdamW"]
 
@@ -57,25 +55,9 @@ class Adam(Optimizer):
         check_flag("amsgrad", group["amsgrad"])
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
-        known = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
-        for name in slots:
-            if name not in known:
-                raise ValueError(f"{where} has an unknown slot {name!r} for {type(self).__name__}")
-        if not slots:
-            return
-        for name in ("step", "exp_avg", "exp_avg_sq"):
-            if name not in slots:
-                raise ValueError(f"{where} is missing slot {name!r}")
-        step = slots["step"]
-        # PyTorch stores the step as a float; accept any whole number and keep it an int.
-        if (isinstance(step, bool) or not isinstance(step, numbers.Real) or step < 0
-                or step != int(step)):
-            raise ValueError(f"{where} slot 'step' must be a whole number >= 0, got {step!r}")
-        slots["step"] = int(step)
-        for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            if name in slots and not is_array(slots[name]):
-                raise ValueError(f"{where} slot {name!r} must be an array")
-        if group["amsgrad"] and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
+        check_slots(type(self).__name__, slots, where, arrays=("exp_avg", "exp_avg_sq"),
+                    optional=("max_exp_avg_sq",))
+        if group["amsgrad"] and slots and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
             raise ValueError(f"{where} is missing slot 'max_exp_avg_sq' (amsgrad is on)")
 
     def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
