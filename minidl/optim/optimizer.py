@@ -105,7 +105,7 @@ class Optimizer:
     """
 
     def __init__(self, params, defaults: dict):
-        if isinstance(params, Tensor) or isinstance(params, (dict, set)):
+        if isinstance(params, (Tensor, dict, set)):
             raise TypeError("params must be an iterable of Parameters or of dicts (parameter "
                             f"groups), got {type(params).__name__}")
         self.defaults = dict(defaults)
@@ -152,7 +152,7 @@ class Optimizer:
             if not isinstance(param, Tensor):
                 raise TypeError(f"param_groups[{index}]['params'][{i}] is a "
                                 f"{type(param).__name__}, not a Parameter")
-            if not getattr(param, "is_leaf", True):
+            if not param.is_leaf:
                 raise ValueError(f"param_groups[{index}]['params'][{i}] is not a leaf tensor; "
                                  "only leaves (Parameters) can be optimized")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
