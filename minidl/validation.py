@@ -17,7 +17,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_number", "check_flag", "check_non_negative_int"]
+__all__ = ["check_number", "check_flag", "check_non_negative_int", "check_settings"]
 
 
 def check_number(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
@@ -47,3 +47,13 @@ def check_non_negative_int(name: str, value, *, minimum: int = 0) -> int:
     ``>= minimum`` (0 by default: a count, a position, a step, a seed; 1 for a size)."""
     check_number(name, value, low=minimum, integer=True)
     return int(value)
+
+
+def check_settings(settings: dict, *, non_negative=(), flags=()) -> None:
+    """The usual rules for a dict of named settings (an optimizer's parameter group): each
+    name in ``non_negative`` a finite real number >= 0 (rates, decays, epsilons), each name in
+    ``flags`` True or False."""
+    for name in non_negative:
+        check_number(name, settings[name], low=0.0)
+    for name in flags:
+        check_flag(name, settings[name])

@@ -7,7 +7,7 @@ import pytest
 from minidl import nn, optim
 from minidl.checkpoint import Checkpoint, CheckpointManager
 from minidl.data import ArrayDataset, DataReader
-from minidl.validation import check_non_negative_int, check_number
+from minidl.validation import check_non_negative_int, check_number, check_settings
 
 
 @pytest.mark.parametrize("value", [0, 7, np.int64(7), np.uint8(7), np.int32(0), 10 ** 30])
@@ -79,3 +79,14 @@ def test_optimizer_parameter_indices_are_non_negative_integers():
     saved["param_groups"][0]["params"] = [-1, 0]
     with pytest.raises(ValueError, match=r"param_groups\[0\]\['params'\]\[0\] must be >= 0"):
         opt.load_state_dict(saved)
+
+
+def test_settings_are_checked_by_name():
+    settings = {"lr": 0.1, "eps": 0.0, "nesterov": False}
+    check_settings(settings, non_negative=("lr", "eps"), flags=("nesterov",))
+    with pytest.raises(ValueError, match="^eps must be >= 0.0, got -1"):
+        check_settings(dict(settings, eps=-1), non_negative=("lr", "eps"))
+    with pytest.raises(ValueError, match="^nesterov must be True or False, got 1"):
+        check_settings(dict(settings, nesterov=1), flags=("nesterov",))
+    with pytest.raises(ValueError, match="^lr must be finite"):
+        optim.RMSprop(nn.Linear(1, 1).parameters(), lr=float("nan"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..validation import check_flag, check_number
+from ..validation import check_flag, check_number, check_settings
 from .optimizer import Optimizer
 from .slot_updates import check_slots
 
@@ -11,16 +11,13 @@ __all__ = ["Adam", "AdamW"]
 
 def check_adam_family(group: dict) -> None:
     """The hyperparameters every Adam-style optimizer (Adam, AdamW, NAdam, RAdam) shares."""
-    check_number("lr", group["lr"], low=0.0)
+    check_settings(group, non_negative=("lr", "eps", "weight_decay"),
+                   flags=("decoupled_weight_decay", "maximize"))
     betas = group["betas"]
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
     check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
-    check_number("eps", group["eps"], low=0.0)
-    check_number("weight_decay", group["weight_decay"], low=0.0)
-    check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
-    check_flag("maximize", group["maximize"])
 
 
 class Adam(Optimizer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..io.state_tree import is_array
-from ..validation import check_flag, check_number
+from ..validation import check_number, check_settings
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -30,12 +30,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
-        check_number("momentum", group["momentum"], low=0.0)
+        check_settings(group, non_negative=("lr", "momentum", "weight_decay"),
+                       flags=("nesterov", "maximize"))
         check_number("dampening", group["dampening"])
-        check_number("weight_decay", group["weight_decay"], low=0.0)
-        check_flag("nesterov", group["nesterov"])
-        check_flag("maximize", group["maximize"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening == 0")
 
