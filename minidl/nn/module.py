@@ -151,9 +151,11 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
-    def _named_members(self, table: str, recurse: bool):
+    def _named_members(self, table: str, prefix: str, recurse: bool):
+        """(dotted name, tensor) for the entries of ``table`` (``_parameters`` or
+        ``_buffers``) of this module and, with ``recurse``, its descendants; each object once."""
         seen = set()
-        modules = self.named_modules() if recurse else [("", self)]
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
         for module_name, module in modules:
             for name, value in getattr(module, table).items():
                 if value is None or id(value) in seen:
@@ -162,20 +164,20 @@ class Module:
                 yield (f"{module_name}.{name}" if module_name else name), value
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
-        for name, p in self._named_members("_parameters", recurse):
-            yield (f"{prefix}.{name}" if prefix else name), p
+        """(dotted name, Parameter) for every parameter, shared ones once."""
+        return self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        """Every parameter, shared ones once (what an optimizer is given)."""
+        return (p for _, p in self._named_members("_parameters", "", recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
-        for name, b in self._named_members("_buffers", recurse):
-            yield (f"{prefix}.{name}" if prefix else name), b
+        """(dotted name, Tensor) for every buffer (running statistics), shared ones once."""
+        return self._named_members("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
+        """Every buffer, shared ones once."""
+        return (b for _, b in self._named_members("_buffers", "", recurse))
 
     # -- modes and bulk changes ------------------------------------------------------------------
 
