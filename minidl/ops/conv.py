@@ -19,9 +19,9 @@ from .sizes import int_pair
 
 
 # Output pixels per image from which one product per image beats one product for the batch
-# plus a transpose copy (CIFAR-sized layers, one thread: 32×32 maps 1.6x faster, 16×16 ~5%,
-# 8×8 slower).
-_PER_IMAGE_MIN_PIXELS = 256
+# plus a transpose copy (batch 64, one thread: LeNet's 28×28 maps 3x faster and 10×10 1.3x,
+# CIFAR's 32×32 1.6x and 16×16 ~5%; 8×8 maps with 576-long columns ~5% slower).
+_PER_IMAGE_MIN_PIXELS = 100
 
 
 class Conv2dFunction(Function):
