@@ -226,6 +226,7 @@ def test_softmax_cross_entropy_gelu_and_layer_norm():
     for axis in (0, 1):
         same("softmax", x, axis, rtol=1e-5)
         same("log_softmax", x, axis, rtol=1e-5, atol=1e-5)
+        same("softmax_backward", normal(3, 40), REF.softmax(x, axis), axis, rtol=1e-5, atol=1e-6)
     targets = np.array([3, -100, 39])
     for smoothing in (0.0, 0.1):
         same("softmax_cross_entropy_forward", x, targets, -100, smoothing, rtol=1e-5,
