@@ -17,6 +17,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from .allocator import allocate
 from .device import download, empty, launch, read_flag, transfers
 from .elementwise import binary, unary
 from .movement import reshape, transpose
@@ -155,7 +156,7 @@ def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ig
 
 def _check_targets(targets, classes, ignore_index):
     none = np.iinfo(np.int64).max
-    flag = cuda.device_array(1, np.int64)
+    flag = allocate(1, np.int64)
     _set[1, 1](flag, none)
     blocks, threads = launch(targets.size)
     _first_bad_target[blocks, threads](targets.buffer, targets.size, classes, ignore_index, flag)
