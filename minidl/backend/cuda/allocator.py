@@ -183,8 +183,15 @@ def _free_deferred_now() -> None:
     """numba defers ``cudaFree`` of unreferenced memory and batches it; make it happen now, so
     the memory is really back with the driver (nothing to do on the simulator)."""
     from .device import SIMULATED
-    if not SIMULATED:
-        cuda.current_context().deallocations.clear()
+    if SIMULATED:
+        return
+    context = cuda.current_context()
+    # numba queues device memory on its memory manager's list (an external memory manager
+    # plugin may keep none), other resources on the context's.
+    for owner in (getattr(context, "memory_manager", None), context):
+        pending = getattr(owner, "deallocations", None)
+        if pending is not None:
+            pending.clear()
 
 
 _allocators: dict[int, CachingAllocator] = {}
