@@ -405,8 +405,8 @@ def test_batch_norm_threaded_kernels_give_the_serial_bits(batch_stats):
 @pytest.mark.parametrize("batch_stats", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):
-    # The form a backend without a fused kernel uses (the CUDA backend), run here on the
-    # reference's primitives.
+    # The form a backend without a fused kernel can use, run here on the reference's
+    # primitives.
     from minidl.backend import composed
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, 4, 5)) * 2 + 1).astype(np.float32)

@@ -290,12 +290,20 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
 
 
 @pytest.mark.parametrize("batch_stats", [True, False])
-def test_batch_norm_matches_the_reference(batch_stats):
-    x, weight, bias = normal(3, 4, 5), normal(4), normal(4)
-    given = (None, None) if batch_stats else (normal(4), np.abs(normal(4)) + 0.5)
-    same("batch_norm_forward", x, weight, bias, *given, 1e-5, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_batch_norm_matches_the_reference(batch_stats, dtype):
+    # 3 x 4 x 5: a channel's 15 values span several threads and cross the batch axis, so the
+    # kernels' (n, c, s) addressing and block sums are both exercised; offset values make the
+    # two-pass variance matter.
+    x = normal(3, 4, 5, dtype=dtype) * 3 + 5
+    weight, bias = normal(4, dtype=dtype), normal(4, dtype=dtype)
+    given = (None, None) if batch_stats else (normal(4, dtype=dtype),
+                                              np.abs(normal(4, dtype=dtype)) + 0.5)
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12,
+                                                                               atol=1e-12)
+    same("batch_norm_forward", x, weight, bias, *given, 1e-5, **tolerance)
+    same("batch_norm_forward", x, None, None, *given, 1e-5, **tolerance)
     _, mean, _, rstd = REF.batch_norm_forward(x, weight, bias, *given, 1e-5)
-    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, weight, batch_stats, rtol=1e-5,
-         atol=1e-5)
-    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, None, batch_stats, rtol=1e-5,
-         atol=1e-5)
+    grad = normal(3, 4, 5, dtype=dtype)
+    same("batch_norm_backward", grad, x, mean, rstd, weight, batch_stats, **tolerance)
+    same("batch_norm_backward", grad, x, mean, rstd, None, batch_stats, **tolerance)
