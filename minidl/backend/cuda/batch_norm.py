@@ -89,8 +89,8 @@ def _batch_norm_grad_channels(grad, x, mean, rstd, weight, has_weight, batch_sta
         sum_g = block_total(scratch, g_total, False)
         sum_gx = block_total(scratch, gx_total, False)
         scale = channel_rstd * weight[c] if has_weight else channel_rstd
-        mean_g = sum_g / count if batch_stats and count else 0.0
-        mean_gx = sum_gx / count if batch_stats and count else 0.0
+        mean_g = sum_g / count if batch_stats and count > 0 else 0.0
+        mean_gx = sum_gx / count if batch_stats and count > 0 else 0.0
         for j in range(t, count, REDUCE_THREADS):
             i = _position(j, c, channels, spatial)
             xhat = (x[i] - channel_mean) * channel_rstd
