@@ -124,8 +124,12 @@ def test_a_refused_allocation_empties_the_cache_and_tries_again():
         pool.allocate(1024, np.float32)
 
 
-def test_without_caching_every_freed_block_goes_back_to_the_driver():
-    pool = allocator_module().CachingAllocator(caching=False)
+def test_without_caching_every_freed_block_goes_back_to_the_driver(monkeypatch):
+    module = allocator_module()
+    monkeypatch.setenv("MINIDL_NO_CUDA_MEMORY_CACHING", "1")  # read when a GPU's pool is made
+    monkeypatch.setattr(module, "_allocators", {})
+    pool = module.allocator(0)
+    assert pool.caching is False and module.allocator(0) is pool
     for _ in range(3):
         pool.allocate(10, np.int64)
     stats = pool.stats()
