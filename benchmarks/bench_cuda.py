@@ -9,8 +9,9 @@ Measures, on ``cuda:0``:
   SGD with momentum: steps per second (target for both models: at least 0.3x PyTorch);
 * host<->device copies of 256 MiB: GB/s each way, to compare with the link's figure (PCIe 4.0
   x16 about 25 GB/s, PCIe 5.0 about 50 GB/s, NVLink-C2C far more);
-* the caching allocator: the GPU memory the CNN's training holds (``md.cuda.memory_reserved``)
-  and how many ``cudaMalloc`` calls its timed steps made (0 once the pool is warm).
+* the caching allocator: the GPU memory the CNN's training uses at its peak and holds
+  (``md.cuda.max_memory_allocated``, ``md.cuda.memory_reserved``) and how many ``cudaMalloc``
+  calls its timed steps made (0 once the pool is warm).
 
 Every figure is the median of a few timed repeats after a warm-up (compilation happens in the
 warm-up). GPU work is asynchronous, so each timing ends by waiting for the GPU
@@ -155,6 +156,9 @@ def steps_per_second(name: str, sizes: Sizes, torch, device, memory: dict | None
     x_host = rng.standard_normal(input_shape(name, sizes), dtype=np.float32)
     y_host = rng.integers(0, classes, sizes.batch)
 
+    if memory is not None:  # count this model's memory only: earlier rows' cached blocks go
+        md.cuda.empty_cache()
+        md.cuda.reset_peak_memory_stats()
     md.manual_seed(0)
     model = build(nn, sizes).to("cuda")
     opt = optim.Adam(model.parameters(), lr=1e-3) if name == "mlp" else \
@@ -174,6 +178,7 @@ def steps_per_second(name: str, sizes: Sizes, torch, device, memory: dict | None
     ours = steps / timed(run_minidl, sizes.repeats, count_from_here)
     if memory is not None:
         memory["reserved"] = md.cuda.memory_reserved()
+        memory["peak"] = md.cuda.max_memory_allocated()
         memory["mallocs"] = md.cuda.memory_stats()["num_device_alloc"] - mallocs["start"]
         memory["steps"] = steps * sizes.repeats
     theirs = None
@@ -269,8 +274,9 @@ def main(argv=None) -> int:
               else f"{sizes.copy_bytes >> 10} KiB")
     print_table(f"Copies of {amount}", "GB/s",
                 copies(sizes, torch, device))
-    print(f"\nCaching allocator, CNN training: {memory['reserved'] / (1 << 20):,.1f} MiB "
-          f"reserved; {memory['mallocs']} cudaMalloc calls in {memory['steps']} timed steps")
+    print(f"\nCaching allocator, CNN training: {memory['peak'] / (1 << 20):,.1f} MiB peak in use, "
+          f"{memory['reserved'] / (1 << 20):,.1f} MiB reserved; {memory['mallocs']} cudaMalloc "
+          f"calls in {memory['steps']} timed steps")
     return 0
 
 
