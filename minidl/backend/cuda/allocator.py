@@ -145,7 +145,7 @@ class CachingAllocator:
     def _release_cached(self) -> None:
         """Drop every cached block (caller holds the lock): numba frees each once unreferenced."""
         for blocks in self._free.values():
-            self.reserved_bytes -= sum(size_of(block) for block in blocks)
+            self.reserved_bytes -= sum(_block_bytes(block) for block in blocks)
             self.device_frees += len(blocks)
         self._free.clear()
 
@@ -175,7 +175,7 @@ class CachingAllocator:
             self.peak_allocated_bytes = self.allocated_bytes
 
 
-def size_of(block) -> int:
+def _block_bytes(block) -> int:
     return int(block.size)  # blocks are uint8 arrays: elements are bytes
 
 
