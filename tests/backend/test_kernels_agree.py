@@ -320,6 +320,8 @@ def test_gelu_agrees(shape, approximate, dtype, seed):
     dtype=dtypes,
     seed=seeds,
 )
+# Rows of two cancel almost all of g in dx; a float32 reference once disagreed here by 5e-5.
+@example(rows=4, width=2, affine="both", dtype=np.float32, seed=2429757)
 def test_layer_norm_agrees(rows, width, affine, dtype, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((rows, width)) * 2 + 1).astype(dtype)
