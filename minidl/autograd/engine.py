@@ -62,6 +62,7 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
     node's rule to its inputs (everything else), then tell the finished-hooks.
     """
     seed, caller_holds_seed = _seed_gradient(root, grad)
+    backend = root.backend
     pending = {id(root): seed}  # id(tensor) -> sum of the gradients its consumers sent so far
     # ids of arrays already stored in some .grad during this pass; a grad the caller passed in
     # counts as seen, since the caller still holds it.
@@ -74,7 +75,7 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
         if node is None or tensor._retains_grad:
             _store_gradient(tensor, grad, handed_out)
         if node is not None:
-            _send_to_inputs(root.backend, node, grad, pending)
+            _send_to_inputs(backend, node, grad, pending)
             if not retain_graph:
                 node.release()
     for hook in list(_backward_finished_hooks.values()):
