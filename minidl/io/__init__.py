@@ -5,7 +5,9 @@ Layers, from high to low (each imports only those below it):
 * ``values`` (``save``/``load``) and ``models`` (``save_model``/``load_model``)
 * ``writer`` (``write_file``) and ``reader`` (``read_file``, ``read_header``)
 * ``header`` (msgpack schema and validation), ``crypto`` (AES-GCM), ``atomic``
-  (``write_atomically``), ``checksum``, ``dtypes``, ``layout``, ``errors``
+  (``write_atomically``), ``checksum``, ``dtypes``, ``errors``
+* ``state_tree`` (what a state tree may hold, checked in one walk; arrays and Tensors
+  recognised; copies), ``layout``
 
 ``SPEC.md`` at the project root describes the bytes on disk.
 """
