@@ -350,7 +350,7 @@ def _export_getitem(builder, inputs, attrs, output):
     current = builder.name_of(x)
     batch_axis = builder.batch_axis[current]
     axis = 0  # where the next part acts in the value being built
-    input_axes = iter(x.shape)
+    input_axes = iter(x.shape)  # sizes of the input's axes: each part but None consumes one
     for part in _one_part_per_axis(list(attrs["index"]), x.ndim):
         if part is None:
             current, batch_axis = _insert_axis(builder, current, axis, batch_axis)
