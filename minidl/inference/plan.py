@@ -30,11 +30,11 @@ from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..backend import get_backend
 from ..backend.geometry import conv_output_size
-from ..ops.conv import Conv2d
-from ..ops.linalg import Linear
-from ..ops.elementwise import Relu
-from ..ops.nn_ops import BatchNorm
-from ..ops.pool import MaxPool2d
+from ..ops.conv import Conv2dFunction
+from ..ops.linalg import LinearFunction
+from ..ops.elementwise import ReluFunction
+from ..ops.nn_ops import BatchNormFunction
+from ..ops.pool import MaxPool2dFunction
 from ..random import get_rng_state
 
 
@@ -86,7 +86,7 @@ class CompiledModel:
 
     @property
     def steps(self) -> tuple:
-        """The plan, one readable line per step (``%3 = Conv2d(%0, %1, %2, stride=...)``)."""
+        """The plan, one readable line per step (``%3 = Conv2dFunction(%0, %1, %2, ...)``)."""
         return tuple(repr(step) for step in self._steps)
 
     def __repr__(self) -> str:
@@ -191,9 +191,9 @@ def _build_plan(inputs, calls, results, single) -> CompiledModel:
     for op, op_inputs, attrs, output in calls:
         input_slots = [slot_for(t) for t in op_inputs]
         backend = get_backend(op_inputs[0].device)
-        if op is BatchNorm and attrs["batch_stats"]:  # never move running statistics
+        if op is BatchNormFunction and attrs["batch_stats"]:  # never move running statistics
             attrs = dict(attrs, running_mean=None, running_var=None)
-        elif op is BatchNorm:  # the running statistics travel as attributes: freeze them too
+        elif op is BatchNormFunction:  # running statistics travel as attributes: freeze them
             attrs = dict(attrs, mean=backend.copy(attrs["mean"]), var=backend.copy(attrs["var"]))
         slot_of[id(output)] = len(slots)
         slots.append(None)
@@ -216,7 +216,7 @@ def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
             readers[slot] = readers.get(slot, 0) + 1
     kept = []
     for step in steps:
-        source = producer.get(step.inputs[0]) if step.op is BatchNorm else None
+        source = producer.get(step.inputs[0]) if step.op is BatchNormFunction else None
         if source is None or step.attrs["batch_stats"] or not _foldable(
                 source, step, slots, constant_slots, readers, output_slots):
             kept.append(step)
@@ -244,7 +244,8 @@ def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
 def _foldable(source, norm, slots, constant_slots, readers, output_slots) -> bool:
     # BatchNorm normalises axis 1. A convolution's output channels are axis 1; a Linear's
     # features are its last axis, so they coincide only for 2-D (N, features) activations.
-    if not (source.op is Conv2d or (source.op is Linear and source.output_ndim == 2)):
+    if not (source.op is Conv2dFunction
+            or (source.op is LinearFunction and source.output_ndim == 2)):
         return False
     params = source.inputs[1:] + norm.inputs[1:]
     return (all(slot in constant_slots for slot in params)
@@ -261,9 +262,10 @@ def _pool_before_relu(steps, output_slots) -> None:
         for slot in step.inputs:
             readers[slot] = readers.get(slot, 0) + 1
     for relu, pool in zip(steps, steps[1:]):
-        if relu.op is Relu and pool.op is MaxPool2d and pool.inputs[0] == relu.output and \
+        if relu.op is ReluFunction and pool.op is MaxPool2dFunction and \
+                pool.inputs[0] == relu.output and \
                 readers[relu.output] == 1 and relu.output not in output_slots:
-            relu.op, pool.op = MaxPool2d, Relu
+            relu.op, pool.op = MaxPool2dFunction, ReluFunction
             relu.attrs, pool.attrs = pool.attrs, relu.attrs
 
 
@@ -280,7 +282,7 @@ def _plan_releases(steps, keep) -> None:
 
 def _runner(step, slots) -> tuple:
     """The step as (function of the input arrays, slots read, slot written, slots released)."""
-    if step.op is Conv2d and step.attrs["groups"] == 1 and all(
+    if step.op is Conv2dFunction and step.attrs["groups"] == 1 and all(
             slots[i] is not None for i in step.inputs[1:]):
         return _convolution(step, slots), step.inputs[:1], step.output, step.release
     op, backend, attrs = step.op, step.backend, step.attrs

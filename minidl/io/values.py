@@ -20,7 +20,7 @@ import numpy as np
 from minidl.io import layout
 from minidl.io.errors import CorruptFileError, WrongKindError
 from minidl.io.header import TensorRef
-from minidl.io.reader import read_contents
+from minidl.io.reader import model_contents, read_contents
 from minidl.io.state_tree import as_array, check_storable_leaf, check_tree
 from minidl.io.writer import write_file
 
@@ -116,8 +116,6 @@ def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = N
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
     metadata = info.metadata
     if info.kind == "model":
-        from minidl.io.models import model_contents
-
         return model_contents(path, metadata, tensors)
     if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
         return decode_value(path, metadata, tensors)
