@@ -45,7 +45,8 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
     reader-free input comes from a lowered convolution, pool or linear step is fused into it; its
     step then runs nothing (its runner is None) and its slot is the producer's buffer.
     """
-    from ..backend.numba_cpu import eval_kernels  # imports Numba: only when a plan is built
+    from ..backend.numba_cpu import eval_kernels, load_kernels  # Numba: when a plan is built
+    load_kernels()  # the plan's other steps will call kernels too: load them all now
 
     readers = {}
     for step in steps:
