@@ -21,7 +21,8 @@ and write into it:
   (:mod:`minidl.backend.numba_cpu.eval_kernels`).
 * **Linear** on a batch of vectors is one ``matmul`` into its buffer and an in-place bias add.
 
-Everything else runs through the op's ``forward`` as on any backend. Because buffers are reused,
+A reshape of a buffer is a view made once at build time. Everything else runs through the op's
+``forward`` as on any backend. Because buffers are reused,
 a call's results are copied out before they are returned, and calls are serialised by a lock.
 """
 
@@ -34,6 +35,7 @@ from ..ops.conv import Conv2d
 from ..ops.elementwise import Relu
 from ..ops.linalg import Linear
 from ..ops.pool import MaxPool2d
+from ..ops.shape import Reshape
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -62,6 +64,14 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
             by_output[step.output] = lowered
             continue
         source = by_output.get(step.inputs[0])
+        if step.op is Reshape and source is not None:
+            view = slots[step.inputs[0]].reshape(step.attrs["shape"])
+            if np.shares_memory(view, slots[step.inputs[0]]):  # a view of a fixed buffer: fixed
+                slots[step.output] = view
+                by_output[step.output] = source
+                runners[index] = None
+                step.note = f"a view of %{step.inputs[0]}, made once"
+            continue
         if step.op is Relu and source is not None and readers[step.inputs[0]] == 1 and \
                 step.inputs[0] not in output_slots and source.fuse_relu():
             slots[step.output] = slots[step.inputs[0]]

@@ -36,6 +36,7 @@ def test_compiled_cnn_matches_the_model_and_folds_every_batch_norm(batch):
     x = md.randn(batch, 1, 16, 16)
     compiled = md.compile(model, x)
     assert not any("BatchNorm" in line for line in compiled.steps), compiled
+    assert any("Reshape" in line and "made once" in line for line in compiled.steps), compiled
     for _ in range(2):  # a second call reuses nothing it should not
         x = md.randn(batch, 1, 16, 16)
         np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
