@@ -43,9 +43,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 def lower_steps(steps, slots, specs, output_slots) -> dict:
     """For each step that can own its buffers, a runner ``run(slots)``: {step index: runner}.
 
-    ``specs`` maps every slot to the (shape, dtype) it had in the traced run. A ReLU whose only
-    reader-free input comes from a lowered convolution, pool or linear step is fused into it; its
-    step then runs nothing (its runner is None) and its slot is the producer's buffer.
+    ``specs`` maps every slot to the (shape, dtype) it had in the traced run. A ReLU that is the
+    only reader of a lowered step's result (not a model output, not through a reshape) is fused
+    into that step, and a reshape of a buffer that stays a view is made once: such steps run
+    nothing (their runner is None) and their slot is the producer's buffer or a view of it.
     """
     from ..backend.numba_cpu import eval_kernels, load_kernels  # Numba: when a plan is built
     load_kernels()  # the plan's other steps will call kernels too: load them all now
@@ -72,14 +73,19 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
                 runners[index] = None
                 step.note = f"a view of %{step.inputs[0]}, made once"
             continue
-        if step.op is Relu and source is not None and readers[step.inputs[0]] == 1 and \
-                step.inputs[0] not in output_slots and source.fuse_relu():
+        if step.op is Relu and source is not None and slots[step.inputs[0]] is source.view \
+                and readers[step.inputs[0]] == 1 and step.inputs[0] not in output_slots and \
+                source.fuse_relu():
             slots[step.output] = slots[step.inputs[0]]
             by_output[step.output] = source
             runners[index] = None
             step.note = f"fused into the step writing %{step.inputs[0]}"
+    # Hand-offs between neighbours, where the reader sees exactly the writer's array (not a
+    # reshaped view of it).
     for runner in runners.values():
         source = by_output.get(getattr(runner, "read", None))
+        if source is None or slots[runner.read] is not source.view:
+            continue
         if isinstance(runner, _MaxPool) and isinstance(source, _Convolution):
             runner.read_rows_of(source)
         elif isinstance(runner, _Convolution) and isinstance(source, _MaxPool) and \
@@ -123,7 +129,7 @@ class _Convolution(_Lowered):
         self.matrix = np.concatenate([weight.reshape(out_channels, k), bias.reshape(-1, 1)], 1)
         self.out = np.empty((out_channels, n * out_h * row), dtype)
         # (O, N, OH, row) seen as (N, O, OH, OW): no copy, the unused columns dropped.
-        slots[step.output] = self.out.reshape(out_channels, n, out_h, row).transpose(
+        self.view = slots[step.output] = self.out.reshape(out_channels, n, out_h, row).transpose(
             1, 0, 2, 3)[:, :, :, :out_w]
         # One image: the output with its unused columns is contiguous, (1, O, OH, row).
         self.rows = self.out.reshape(1, out_channels, out_h, row) if n == 1 else None
@@ -155,7 +161,7 @@ class _MaxPool(_Lowered):
         else:
             self.kernel = kernels.max_pool2d_values_
             self.args = (np.empty(shape, np.int64), tuple(int(v) for v in geometry))
-        self.out = slots[step.output] = np.empty(shape, dtype)
+        self.out = self.view = slots[step.output] = np.empty(shape, dtype)
         self.read, self.relu, self.source = step.inputs[0], False, None
 
     def fuse_relu(self) -> bool:
@@ -185,7 +191,7 @@ class _Linear(_Lowered):
         shape, dtype = specs[step.output]
         self.weight_t = np.ascontiguousarray(slots[step.inputs[1]].T)
         self.bias = slots[step.inputs[2]] if len(step.inputs) == 3 else None
-        self.out = slots[step.output] = np.empty(shape, dtype)
+        self.out = self.view = slots[step.output] = np.empty(shape, dtype)
         self.read, self.relu = step.inputs[0], False
 
     def fuse_relu(self) -> bool:

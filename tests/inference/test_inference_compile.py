@@ -234,3 +234,19 @@ def test_results_are_copied_out_of_the_plan_buffers_and_calls_from_threads_agree
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def test_a_relu_behind_a_reshape_or_on_a_shared_result_is_not_fused_into_the_buffer():
+    md.manual_seed(7)
+    conv, pool = nn.Conv2d(2, 3, 3, padding=1), nn.MaxPool2d(2)
+
+    def net(x):
+        pooled = pool(conv(x))
+        return md.relu(pooled.reshape(2, -1)), pooled, md.relu(conv(x)) + conv(x)
+    x = md.randn(2, 2, 6, 6)
+    compiled = md.compile(net, x)
+    assert "Relu" not in " ".join(_lowered(compiled))
+    got, want = compiled(x), _eager(net, x)
+    assert (want[1].numpy() < 0).any()
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
