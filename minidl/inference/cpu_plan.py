@@ -150,7 +150,7 @@ class _Convolution(_Lowered):
         if self.copy_input:
             np.copyto(self.interior, slots[self.read])
         np.copyto(self.cols_taps, self.taps)
-        np.matmul(self.matrix, self.cols, out=self.out)
+        np.dot(self.matrix, self.cols, out=self.out)
         if self.relu:
             np.maximum(self.out, 0, out=self.out)
 
@@ -206,7 +206,7 @@ class _Linear(_Lowered):
         return True
 
     def __call__(self, slots):
-        np.matmul(slots[self.read], self.weight_t, out=self.out)
+        np.dot(slots[self.read], self.weight_t, out=self.out)
         if self.bias is not None:
             np.add(self.out, self.bias, out=self.out)
         if self.relu:

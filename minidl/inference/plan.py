@@ -90,7 +90,7 @@ class CompiledModel:
         self._program = tuple(
             lowered[index] if index in lowered else _runner(step)
             for index, step in enumerate(steps) if lowered.get(index, True) is not None)
-        self._outputs = outputs
+        self._outputs = tuple((slot, device, get_backend(device).copy) for slot, device in outputs)
         self._single = single_output
         # Lowered steps write into buffers owned by the plan: one call at a time.
         self._lock = threading.Lock()
@@ -133,8 +133,8 @@ class CompiledModel:
             for run in self._program:
                 run(slots)
             # Copied out: the next call reuses the plan's buffers (a result may be one of them).
-            results = tuple(Tensor._wrap(get_backend(device).copy(slots[slot]), device)
-                            for slot, device in self._outputs)
+            results = tuple(Tensor._wrap(copy(slots[slot]), device)
+                            for slot, device, copy in self._outputs)
         return results[0] if self._single else results
 
 
