@@ -8,9 +8,9 @@ and write into it:
 
 * **Convolution** (groups 1) becomes two copies and one BLAS call into buffers made once. The
   input is copied into the interior of a zero-bordered buffer (the padding, written once). Then
-  im2col needs no bounds tests: the column row of tap (c, i, j) is the padded image read from
-  offset c·Hp·Wp + i·dh·Wp + j·dw with steps (sh·Wp, sw), one strided view, and all rows are one
-  ``copyto`` of a 5-D view. With stride 1 each output row is computed over the whole padded
+  im2col needs no bounds tests: the column row of tap (c, i, j) is the padded images read from
+  offset c·Hp·Wp + i·dh·Wp + j·dw with steps (C·Hp·Wp, sh·Wp, sw) over (image, row, column), a
+  strided view, and all rows are one ``copyto`` of a 6-D view. With stride 1 each output row is computed over the whole padded
   width Wp instead of OW, so that a column row is *one* contiguous run of OH·Wp cells rather
   than OH runs of OW; the Wp - OW extra columns are garbage the next step never reads (it reads
   the output through a view that drops them). The bias rides in the product: the column matrix
@@ -19,7 +19,7 @@ and write into it:
   ``maximum``.
 * **Max pooling** (and a ReLU after it) is one Numba call with no argmax, into its buffer
   (:mod:`minidl.backend.numba_cpu.eval_kernels`).
-* **Linear** on a batch of vectors is one ``matmul`` into its buffer and an in-place bias add.
+* **Linear** on a batch of vectors is one ``dot`` into its buffer and an in-place bias add.
 
 Why here and not as ``out=`` forms of backend primitives: the contract would grow for every
 backend (CUDA, the opaque test backend) to serve one caller, whereas the buffers are plain NumPy
@@ -29,8 +29,8 @@ tried and measured 3-10x slower than this at batch 1: its inner loops over 14-28
 are too short for its loop overhead, while BLAS does the arithmetic of both layers in ~8 µs.
 
 A reshape of a buffer is a view made once at build time. Everything else runs through the op's
-``forward`` as on any backend. Because buffers are reused,
-a call's results are copied out before they are returned, and calls are serialised by a lock.
+``forward`` as on any backend. Because buffers are reused, a call's results are copied out
+before they are returned, and calls are serialised by a lock.
 """
 
 from __future__ import annotations
