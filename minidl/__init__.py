@@ -40,8 +40,9 @@ __version__ = "0.1.0"
 
 from .io import (  # noqa: E402
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError, MissingFileError,
-    UnsafeFileError, UnsupportedVersionError, save, save_model,
+    UnsafeFileError, UnsupportedVersionError, save,
 )
+from .model_files import save_model  # noqa: E402
 from .placement import load, load_model  # noqa: E402  (map_location / device= on top of io)
 
 

@@ -52,8 +52,9 @@ def load(path, *, map_location=None, mmap: bool = False, verify: bool | None = N
 
 def load_model(path, *, device=None, key: bytes | None = None, mmap: bool = False,
                verify: bool | None = None):
-    """:func:`minidl.io.load_model`, with the model's parameters and buffers put on ``device``."""
-    from .io import load_model as load_model_file
+    """:func:`minidl.model_files.load_model`, with the model's parameters and buffers put on
+    ``device``."""
+    from .model_files import load_model as load_model_file
     device = None if device is None else check_device(device)
     model = load_model_file(path, key=key, mmap=mmap, verify=verify)
     if device not in (None, "cpu") and callable(getattr(model, "to", None)):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import get_backend, reference_backend
+from .backend import get_backend
 from .backend.primitives import random_blocks
 
 # PyTorch seeds its default generator with a fixed constant too: an unseeded program is still
@@ -92,7 +92,7 @@ class Generator:
     def permutation(self, n: int) -> np.ndarray:
         """A random permutation of ``range(n)`` as an int64 NumPy array (drawn on the host)."""
         keys = self.uniform(0.0, 1.0, (int(n),), np.float64, device="cpu")
-        return np.argsort(reference_backend().to_numpy(keys), kind="stable").astype(np.int64)
+        return np.argsort(get_backend("cpu").to_numpy(keys), kind="stable").astype(np.int64)
 
     def integers(self, low: int, high: int, shape=()) -> np.ndarray:
         """Integers drawn uniformly from [low, high) as an int64 NumPy array (on the host).
@@ -102,7 +102,7 @@ class Generator:
         """
         if high <= low:
             raise ValueError(f"integers: high ({high}) must be greater than low ({low})")
-        u = reference_backend().to_numpy(self.uniform(0.0, 1.0, shape, np.float64, "cpu"))
+        u = get_backend("cpu").to_numpy(self.uniform(0.0, 1.0, shape, np.float64, "cpu"))
         return (low + np.floor(u * (high - low))).astype(np.int64)
 
     # -- state -----------------------------------------------------------------------------------

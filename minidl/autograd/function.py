@@ -1,6 +1,8 @@
 """The unit of autograd: a differentiable op with its forward and backward rule side by side.
 
-Each op subclasses :class:`Function` and defines
+Each op subclasses :class:`Function`, is named after what it computes with ``Function`` at the
+end (``MulFunction``, ``Conv2dFunction``: a graph node's ``grad_fn`` prints that name, so it must
+never read as the ``nn`` layer built on it), and defines
 
 * ``forward(self, *arrays, **attrs) -> array``: compute the output from backend arrays, saving
   whatever the gradient will need on ``self``;
@@ -93,8 +95,9 @@ class Function:
         node.backend = get_backend(device)
         needs = tuple(t.requires_grad for t in inputs)
         requires_grad = cls.differentiable and is_grad_enabled() and any(needs)
-        # Known before forward, so a forward can skip saving what no gradient will read (Mul
-        # keeps a only when b needs a gradient); in-place edits of unsaved tensors stay legal.
+        # Known before forward, so a forward can skip saving what no gradient will read
+        # (MulFunction keeps a only when b needs a gradient); in-place edits of unsaved
+        # tensors stay legal.
         node.needs_input_grad = needs if requires_grad else (False,) * len(inputs)
         out_data = node.forward(*(t.data for t in inputs), **attrs)
         out = Tensor._wrap(out_data, device, requires_grad)

@@ -147,6 +147,13 @@ class Tensor:
         """The values as a NumPy array (shares memory on the CPU; copy it before mutating)."""
         return self.backend.to_numpy(self.data)
 
+    def __state_array__(self) -> np.ndarray:
+        """The array that stands for this tensor in a state tree (a state_dict, a checkpoint,
+        ``md.save``): its values, as ``numpy()``.  The protocol of
+        :mod:`minidl.io.state_tree`, by which the file layer recognises a tensor without
+        importing this class."""
+        return self.numpy()
+
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
         return array if dtype is None else array.astype(dtype, copy=False)

@@ -27,7 +27,7 @@ import os
 from .primitives import ALL_PRIMITIVES, Backend
 
 __all__ = ["Backend", "ALL_PRIMITIVES", "register_backend", "get_backend", "canonical_device",
-           "parse_device", "use_cpu_backend", "reference_backend", "registered_device_kinds"]
+           "parse_device", "use_cpu_backend", "registered_device_kinds"]
 
 # Device kind -> a Backend instance, or "module:Class" to import on first use.
 _registry: dict[str, object] = {
@@ -149,11 +149,3 @@ def get_backend(device="cpu") -> Backend:
     if isinstance(device, str):
         _by_name[(device, choice)] = backend
     return backend
-
-
-def reference_backend() -> Backend:
-    """The plain-NumPy backend every fast kernel is checked against."""
-    key = ("cpu", 0, "numpy")
-    if key not in _by_device:
-        _by_device[key] = _instantiate(_cpu_backends["numpy"], "cpu")
-    return _by_device[key]

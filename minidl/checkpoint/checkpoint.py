@@ -41,12 +41,13 @@ import numpy as np
 from minidl import random as md_random
 from minidl.checkpoint import sharded
 from minidl.checkpoint.data_parallel import rng_for_this_rank
-from minidl.checkpoint.state_tree import (
+from minidl.io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
-from minidl.nn.module import Module
+from minidl.nn.module import Module, StateDictMismatchError
 from minidl.placement import check_device
+from minidl.validation import check_non_negative_int
 
 CHECKPOINT_KIND = "checkpoint"
 CHECKPOINT_FORMAT = 1
@@ -87,12 +88,6 @@ class StagedCheckpoint:
     def nbytes(self) -> int:
         """Bytes of array data the file will hold."""
         return sum(a.nbytes for a in self.tensors.values())
-
-
-def _check_step(step) -> int:
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise ValueError(f"step must be a non-negative integer, got {step!r}")
-    return int(step)
 
 
 def _epoch_of(obj) -> int | None:
@@ -152,7 +147,7 @@ class Checkpoint:
         sharded`), whose states the file then does not hold itself; ``rank_states`` every
         rank's state of objects whose state differs per rank, stored as ``{"per_rank": [...]}``.
         """
-        step = _check_step(step)
+        step = check_non_negative_int("step", step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         sharded_names = shards["objects"] if shards else ()
@@ -232,9 +227,10 @@ class Checkpoint:
                                              if "shards" in metadata else CHECKPOINT_FORMAT):
             raise CorruptFileError(path, f"unknown checkpoint_format "
                                          f"{metadata['checkpoint_format']!r}")
-        step = metadata["step"]
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise CorruptFileError(path, f"checkpoint step {step!r} is not a non-negative integer")
+        try:
+            step = check_non_negative_int("checkpoint step", metadata["step"])
+        except ValueError as exc:
+            raise CorruptFileError(path, str(exc)) from None
         if not isinstance(metadata["objects"], dict) or not isinstance(metadata["rng"], dict):
             raise CorruptFileError(path, "checkpoint fields 'objects' and 'rng' must be maps")
         decoded = decode_value(path, {"metadata": metadata["metadata"],
@@ -326,27 +322,9 @@ def _put_back(placements: list) -> None:
 
 
 def _check_module_state(path: str, name: str, module: Module, state) -> None:
-    """The checks ``Module.load_state_dict`` makes, done before any object is touched."""
-    if not isinstance(state, dict):
-        raise StateMismatchError(path, f"state of module {name!r} is not a map")
-    own = module.state_dict()
-    missing = [k for k in own if k not in state]
-    unexpected = [k for k in state if k not in own]
-    problems = []
-    for k, target in own.items():
-        value = state.get(k)
-        if k not in state:
-            continue
-        if not isinstance(value, np.ndarray):
-            problems.append(f"{k}: saved as {type(value).__name__}, not an array")
-        elif value.shape != target.shape:
-            problems.append(f"{k}: shape {value.shape} in the file, {target.shape} in the model")
-        elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
-            problems.append(f"{k}: dtype {value.dtype} in the file cannot go into {target.dtype}")
-    if missing:
-        problems.insert(0, f"missing {', '.join(missing)}")
-    if unexpected:
-        problems.insert(0, f"unexpected {', '.join(unexpected)}")
-    if problems:
+    """``Module.check_state_dict``, with its refusal reported as a mismatch with the file."""
+    try:
+        module.check_state_dict(state)
+    except (StateDictMismatchError, TypeError) as exc:
         raise StateMismatchError(path, f"module {name!r} does not match the saved state: "
-                                       + "; ".join(problems))
+                                       f"{exc}") from None

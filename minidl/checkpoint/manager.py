@@ -39,6 +39,7 @@ from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoi
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
 from minidl.io.atomic import temp_is_abandoned
+from minidl.validation import check_non_negative_int, check_number
 
 
 def _plain_metrics(metrics) -> dict:
@@ -57,12 +58,12 @@ def _plain_metrics(metrics) -> dict:
 
 
 def _check_interval(name: str, value, integer: bool):
+    """A save interval: None (no interval), a whole number of steps >= 1, or seconds > 0."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-            or (integer and not isinstance(value, int)):
-        kind = "a positive integer" if integer else "a positive number"
-        raise ValueError(f"{name} must be {kind} or None, got {value!r}")
+    if integer:
+        return check_non_negative_int(name, value, minimum=1)
+    check_number(name, value, low=0, low_open=True)
     return value
 
 

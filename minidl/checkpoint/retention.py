@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from minidl.validation import check_non_negative_int
+
 
 @dataclass
 class CheckpointRecord:
@@ -41,21 +43,15 @@ class RetentionPolicy:
     keep_best: int | None = None
 
     def __post_init__(self):
-        if self.max_to_keep is not None and (
-                isinstance(self.max_to_keep, bool) or not isinstance(self.max_to_keep, int)
-                or self.max_to_keep < 1):
-            raise ValueError(f"max_to_keep must be a positive integer or None, "
-                             f"got {self.max_to_keep!r}")
+        if self.max_to_keep is not None:
+            check_non_negative_int("max_to_keep", self.max_to_keep, minimum=1)
         if self.keep_every_n_minutes is not None and not self.keep_every_n_minutes > 0:
             raise ValueError(f"keep_every_n_minutes must be positive or None, "
                              f"got {self.keep_every_n_minutes!r}")
         if self.mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {self.mode!r}")
         if self.keep_best is not None:
-            if isinstance(self.keep_best, bool) or not isinstance(self.keep_best, int) \
-                    or self.keep_best < 1:
-                raise ValueError(f"keep_best must be a positive integer or None, "
-                                 f"got {self.keep_best!r}")
+            check_non_negative_int("keep_best", self.keep_best, minimum=1)
             if self.monitor is None:
                 raise ValueError("keep_best needs monitor= (the metric to rank checkpoints by)")
 

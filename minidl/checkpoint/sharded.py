@@ -28,7 +28,7 @@ import os
 import re
 
 from minidl import distributed as dist
-from minidl.checkpoint.state_tree import from_storable, to_storable
+from minidl.io.state_tree import from_storable, to_storable
 from minidl.io.atomic import final_name_of_temp
 from minidl.io import (
     CheckpointError, CorruptFileError, MissingFileError, decode_value, encode_value, read_file,

@@ -68,32 +68,22 @@ def format_tree(node, indent: str = "") -> list[str]:
     one_line = _inline(node)
     if one_line is not None:
         return [indent + one_line]
-    lines = []
-    if isinstance(node, dict):
-        items = list(node.items())
-        lines.append(indent + "{")
-        shown = items[:LIMIT]
-        for number, (key, value) in enumerate(shown):
-            head = f"{indent}  {_scalar(str(key))}: "
-            inner = format_tree(value, indent + "  ")
-            inner[0] = head + inner[0].lstrip()
-            if number < len(shown) - 1:
-                inner[-1] += ","
-            lines.extend(inner)
-        if len(items) > LIMIT:
-            lines.append(f"{indent}  ... {len(items) - LIMIT} more keys (--full shows all)")
-        lines.append(indent + "}")
-        return lines
-    lines.append(indent + "[")
-    shown = node[:LIMIT]
-    for number, value in enumerate(shown):
+    if isinstance(node, dict):  # a map: its entries with their keys, as {key: value, ...}
+        entries = [(f"{_scalar(str(key))}: ", value) for key, value in node.items()]
+        brackets, noun = "{}", "keys"
+    else:
+        entries, brackets, noun = [("", value) for value in node], "[]", "items"
+    lines = [indent + brackets[0]]
+    shown = entries[:LIMIT]
+    for number, (head, value) in enumerate(shown):
         inner = format_tree(value, indent + "  ")
+        inner[0] = f"{indent}  {head}{inner[0].lstrip()}"
         if number < len(shown) - 1:
             inner[-1] += ","
         lines.extend(inner)
-    if len(node) > LIMIT:
-        lines.append(f"{indent}  ... {len(node) - LIMIT} more items (--full shows all)")
-    lines.append(indent + "]")
+    if len(entries) > LIMIT:
+        lines.append(f"{indent}  ... {len(entries) - LIMIT} more {noun} (--full shows all)")
+    lines.append(indent + brackets[1])
     return lines
 
 

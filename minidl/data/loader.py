@@ -12,7 +12,7 @@ import numpy as np
 from minidl.data.collate import collate_arrays, to_tensors
 from minidl.data.map_dataset import batch_gatherer
 from minidl.data.reader import DataReader
-from minidl.data.state import check_index
+from minidl.validation import check_non_negative_int
 
 
 class _Gather:
@@ -75,8 +75,9 @@ class DataLoader(DataReader):
                                  f"two integers")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"collate_fn must be callable, got {type(collate_fn).__name__}")
-        self.num_workers = check_index(num_workers, "num_workers", 0)
-        self.prefetch_factor = check_index(prefetch_factor, "prefetch_factor", 1)
+        self.num_workers = check_non_negative_int("num_workers", num_workers)
+        self.prefetch_factor = check_non_negative_int("prefetch_factor", prefetch_factor,
+                                                      minimum=1)
         self.collate_fn = collate_fn
         self._gather = _Gather(dataset, default_collation=collate_fn is None)
         depth = self.num_workers * self.prefetch_factor

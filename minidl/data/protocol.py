@@ -16,7 +16,8 @@ also what a prefetching reader can answer from the progress that travels with ea
 from __future__ import annotations
 
 from minidl.data.prefetch import Prefetcher
-from minidl.data.state import STATE_VERSION, check_index, check_state
+from minidl.data.state import STATE_VERSION, check_state
+from minidl.validation import check_non_negative_int
 
 
 class BatchReader:
@@ -31,7 +32,7 @@ class BatchReader:
 
     def __init__(self, cursor, prefetch: int = 0):
         self._cursor = cursor
-        self._prefetch_depth = check_index(prefetch, "prefetch", 0)
+        self._prefetch_depth = check_non_negative_int("prefetch", prefetch)
         self._prefetcher: Prefetcher | None = None
         self._handed_progress: dict | None = None
 

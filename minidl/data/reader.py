@@ -6,7 +6,8 @@ import numpy as np
 
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import batch_count, epoch_order, rank_slice
-from minidl.data.state import check_index, check_shard
+from minidl.data.state import check_shard
+from minidl.validation import check_non_negative_int
 
 
 def as_batch(samples) -> tuple:
@@ -79,8 +80,8 @@ class _EpochCursor:
         return {"epoch": self.epoch, "position": self.position}
 
     def seek(self, progress: dict) -> None:
-        epoch = check_index(progress["epoch"], "state field 'epoch'")
-        position = check_index(progress["position"], "state field 'position'")
+        epoch = check_non_negative_int("state field 'epoch'", progress["epoch"])
+        position = check_non_negative_int("state field 'position'", progress["position"])
         if position >= self.length:
             raise ValueError(
                 f"state field 'position' is {position}, but an epoch of this reader has only "
@@ -115,8 +116,8 @@ class DataReader(BatchReader):
     def __init__(self, dataset, batch_size: int, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, *, rank: int = 0, world_size: int = 1,
                  prefetch: int = 0):
-        batch_size = check_index(batch_size, "batch_size", 1)
-        seed = check_index(seed, "seed", 0)
+        batch_size = check_non_negative_int("batch_size", batch_size, minimum=1)
+        seed = check_non_negative_int("seed", seed)
         rank, world_size = check_shard(rank, world_size)
         length = len(dataset)
         self.dataset = dataset

@@ -10,8 +10,9 @@ and the first mismatch is reported by name.
 from __future__ import annotations
 
 import hashlib
-import numbers
 import os
+
+from minidl.validation import check_non_negative_int
 
 STATE_VERSION = 1
 
@@ -41,20 +42,10 @@ def check_state(state, kind: str, settings: dict, progress_fields) -> None:
             raise ValueError(f"state field {name!r} is missing")
 
 
-def check_index(value, name: str, minimum: int = 0) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` naming it when it is not ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
 def check_shard(rank, world_size) -> tuple[int, int]:
     """Validate a data-parallel ``(rank, world_size)`` pair."""
-    world_size = check_index(world_size, "world_size", 1)
-    rank = check_index(rank, "rank", 0)
+    world_size = check_non_negative_int("world_size", world_size, minimum=1)
+    rank = check_non_negative_int("rank", rank)
     if rank >= world_size:
         raise ValueError(f"rank must be < world_size ({world_size}), got {rank}")
     return rank, world_size

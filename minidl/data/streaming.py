@@ -28,7 +28,8 @@ import numpy as np
 
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import epoch_generator
-from minidl.data.state import check_index, check_shard, file_fingerprint
+from minidl.data.state import check_shard, file_fingerprint
+from minidl.validation import check_non_negative_int
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 
@@ -267,23 +268,26 @@ class _StreamCursor:
         }
 
     def seek(self, progress):
-        epoch = check_index(progress["epoch"], "state field 'epoch'")
-        offset = check_index(progress["position"], "state field 'position'")
+        epoch = check_non_negative_int("state field 'epoch'", progress["epoch"])
+        offset = check_non_negative_int("state field 'position'", progress["position"])
         if not self.begin <= offset <= self.end:
             raise ValueError(
                 f"state field 'position' is {offset}, outside the data of {self.path} this "
                 f"rank reads (bytes {self.begin}..{self.end})")
-        positions = [check_index(p, "state field 'buffer_positions'")
+        positions = [check_non_negative_int("state field 'buffer_positions'", p)
                      for p in progress["buffer_positions"]]
-        lines = [check_index(n, "state field 'buffer_lines'", 1) for n in progress["buffer_lines"]]
+        lines = [check_non_negative_int("state field 'buffer_lines'", n, minimum=1)
+                 for n in progress["buffer_lines"]]
         if len(positions) != len(lines) or len(positions) > self.capacity:
             raise ValueError("state fields 'buffer_positions'/'buffer_lines' do not describe a "
                              f"buffer of at most {self.capacity} rows")
         self._start_epoch(epoch)
-        self.batch_index = check_index(progress["batch_index"], "state field 'batch_index'")
+        self.batch_index = check_non_negative_int("state field 'batch_index'",
+                                                  progress["batch_index"])
         self.file_offset = offset
-        self.file_line = check_index(progress["line"], "state field 'line'", 1)
-        self.file_data_index = check_index(progress["data_index"], "state field 'data_index'")
+        self.file_line = check_non_negative_int("state field 'line'", progress["line"], minimum=1)
+        self.file_data_index = check_non_negative_int("state field 'data_index'",
+                                                      progress["data_index"])
         if positions:
             self.buffer = self._reread(positions, lines)
 
@@ -320,12 +324,12 @@ class StreamingReader(BatchReader):
     def _init_common(self, path, batch_size, shuffle_buffer, seed, drop_last, rank, world_size,
                      chunk_bytes):
         self.path = os.fspath(path)
-        self.batch_size = check_index(batch_size, "batch_size", 1)
-        self.shuffle_buffer = check_index(shuffle_buffer, "shuffle_buffer", 0)
-        self.seed = check_index(seed, "seed", 0)
+        self.batch_size = check_non_negative_int("batch_size", batch_size, minimum=1)
+        self.shuffle_buffer = check_non_negative_int("shuffle_buffer", shuffle_buffer)
+        self.seed = check_non_negative_int("seed", seed)
         self.drop_last = bool(drop_last)
         self.rank, self.world_size = check_shard(rank, world_size)
-        self.chunk_bytes = check_index(chunk_bytes, "chunk_bytes", 1)
+        self.chunk_bytes = check_non_negative_int("chunk_bytes", chunk_bytes, minimum=1)
         self.file_size, self.fingerprint = file_fingerprint(self.path)
 
     def _open_stream(self, prefetch):

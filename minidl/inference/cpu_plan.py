@@ -38,11 +38,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..ops.conv import Conv2d
-from ..ops.elementwise import Relu
-from ..ops.linalg import Linear
-from ..ops.pool import MaxPool2d
-from ..ops.shape import Reshape
+from ..ops.conv import Conv2dFunction
+from ..ops.elementwise import ReluFunction
+from ..ops.linalg import LinearFunction
+from ..ops.pool import MaxPool2dFunction
+from ..ops.shape import ReshapeFunction
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -72,7 +72,7 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
             by_output[step.output] = lowered
             continue
         source = by_output.get(step.inputs[0])
-        if step.op is Reshape and source is not None:
+        if step.op is ReshapeFunction and source is not None:
             view = slots[step.inputs[0]].reshape(step.attrs["shape"])
             if np.shares_memory(view, slots[step.inputs[0]]):  # a view of a fixed buffer: fixed
                 slots[step.output] = view
@@ -80,7 +80,7 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
                 runners[index] = None
                 step.note = f"a view of %{step.inputs[0]}, made once"
             continue
-        if step.op is Relu and source is not None and slots[step.inputs[0]] is source.view \
+        if step.op is ReluFunction and source is not None and slots[step.inputs[0]] is source.view \
                 and readers[step.inputs[0]] == 1 and step.inputs[0] not in output_slots and \
                 source.fuse_relu():
             slots[step.output] = slots[step.inputs[0]]
@@ -240,4 +240,5 @@ def _lower_linear(step, slots, specs, kernels):
     return _Linear(step, slots, specs)
 
 
-_BUILDERS = {Conv2d: _lower_conv, MaxPool2d: _lower_pool, Linear: _lower_linear}
+_BUILDERS = {Conv2dFunction: _lower_conv, MaxPool2dFunction: _lower_pool,
+             LinearFunction: _lower_linear}

@@ -31,11 +31,11 @@ from ..autograd import tracing
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..backend import get_backend
-from ..ops.conv import Conv2d
-from ..ops.linalg import Linear
-from ..ops.elementwise import Relu
-from ..ops.nn_ops import BatchNorm
-from ..ops.pool import MaxPool2d
+from ..ops.conv import Conv2dFunction
+from ..ops.linalg import LinearFunction
+from ..ops.elementwise import ReluFunction
+from ..ops.nn_ops import BatchNormFunction
+from ..ops.pool import MaxPool2dFunction
 from ..random import get_rng_state
 
 
@@ -97,7 +97,7 @@ class CompiledModel:
 
     @property
     def steps(self) -> tuple:
-        """The plan, one readable line per step (``%3 = Conv2d(%0, %1, %2, stride=...)``)."""
+        """The plan, one readable line per step (``%3 = Conv2dFunction(%0, %1, %2, ...)``)."""
         return tuple(repr(step) for step in self._steps)
 
     def __repr__(self) -> str:
@@ -206,9 +206,9 @@ def _build_plan(inputs, calls, results, single) -> CompiledModel:
     for op, op_inputs, attrs, output in calls:
         input_slots = [slot_for(t) for t in op_inputs]
         backend = get_backend(op_inputs[0].device)
-        if op is BatchNorm and attrs["batch_stats"]:  # never move running statistics
+        if op is BatchNormFunction and attrs["batch_stats"]:  # never move running statistics
             attrs = dict(attrs, running_mean=None, running_var=None)
-        elif op is BatchNorm:  # the running statistics travel as attributes: freeze them too
+        elif op is BatchNormFunction:  # running statistics travel as attributes: freeze them
             attrs = dict(attrs, mean=backend.copy(attrs["mean"]), var=backend.copy(attrs["var"]))
         slot_of[id(output)] = len(slots)
         specs[len(slots)] = (output.shape, output.dtype)
@@ -232,7 +232,7 @@ def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
             readers[slot] = readers.get(slot, 0) + 1
     kept = []
     for step in steps:
-        source = producer.get(step.inputs[0]) if step.op is BatchNorm else None
+        source = producer.get(step.inputs[0]) if step.op is BatchNormFunction else None
         if source is None or step.attrs["batch_stats"] or not _foldable(
                 source, step, slots, constant_slots, readers, output_slots):
             kept.append(step)
@@ -260,7 +260,8 @@ def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
 def _foldable(source, norm, slots, constant_slots, readers, output_slots) -> bool:
     # BatchNorm normalises axis 1. A convolution's output channels are axis 1; a Linear's
     # features are its last axis, so they coincide only for 2-D (N, features) activations.
-    if not (source.op is Conv2d or (source.op is Linear and source.output_ndim == 2)):
+    if not (source.op is Conv2dFunction
+            or (source.op is LinearFunction and source.output_ndim == 2)):
         return False
     params = source.inputs[1:] + norm.inputs[1:]
     return (all(slot in constant_slots for slot in params)
@@ -277,9 +278,10 @@ def _pool_before_relu(steps, specs, output_slots) -> None:
         for slot in step.inputs:
             readers[slot] = readers.get(slot, 0) + 1
     for relu, pool in zip(steps, steps[1:]):
-        if relu.op is Relu and pool.op is MaxPool2d and pool.inputs[0] == relu.output and \
+        if relu.op is ReluFunction and pool.op is MaxPool2dFunction and \
+                pool.inputs[0] == relu.output and \
                 readers[relu.output] == 1 and relu.output not in output_slots:
-            relu.op, pool.op = MaxPool2d, Relu
+            relu.op, pool.op = MaxPool2dFunction, ReluFunction
             relu.attrs, pool.attrs = pool.attrs, relu.attrs
             specs[relu.output] = specs[pool.output]  # the first slot now holds pooled values
 

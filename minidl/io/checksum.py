@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
+# The constants of the definition, here only (the Numba kernel imports them): the 64-bit
+# golden ratio that spreads word positions, and splitmix64's multipliers and shifts.
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX_2 = np.uint64(0x94D049BB133111EB)
+SHIFT_1, SHIFT_2, SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 # Below this size the NumPy reference is fast enough and avoids compiling the kernel
 # (which costs about a second the first time a process ever uses it).
@@ -34,11 +37,11 @@ KERNEL_THRESHOLD_BYTES = 1 << 20
 def mix64(z: np.ndarray) -> np.ndarray:
     """Scramble uint64 values bijectively (splitmix64's finaliser), elementwise."""
     z = z.astype(np.uint64, copy=True)
-    z ^= z >> np.uint64(30)
+    z ^= z >> SHIFT_1
     z *= MIX_1
-    z ^= z >> np.uint64(27)
+    z ^= z >> SHIFT_2
     z *= MIX_2
-    z ^= z >> np.uint64(31)
+    z ^= z >> SHIFT_3
     return z
 
 

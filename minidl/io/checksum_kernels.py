@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from minidl.io.checksum import GOLDEN, MIX_1, MIX_2, SHIFT_1, SHIFT_2, SHIFT_3
+
 # Blocks this large keep thread overhead negligible while balancing the work.
 BLOCK_WORDS = 1 << 20  # 8 MiB
 
@@ -23,23 +25,18 @@ BLOCK_WORDS = 1 << 20  # 8 MiB
 def _compiled_kernel():
     import numba
 
-    golden = np.uint64(0x9E3779B97F4A7C15)
-    mix_1 = np.uint64(0xBF58476D1CE4E5B9)
-    mix_2 = np.uint64(0x94D049BB133111EB)
-    s30, s27, s31 = np.uint64(30), np.uint64(27), np.uint64(31)
-
     @numba.njit(cache=True, nogil=True)
     def partial_sum_kernel(words, first_index):
         # All arithmetic stays in uint64 so multiplication wraps modulo 2**64,
         # exactly like the NumPy reference.
         acc = np.uint64(0)
-        position = np.uint64(first_index) * golden
+        position = np.uint64(first_index) * GOLDEN
         for i in range(words.shape[0]):
             z = words[i] ^ position
-            z = (z ^ (z >> s30)) * mix_1
-            z = (z ^ (z >> s27)) * mix_2
-            acc += z ^ (z >> s31)
-            position += golden
+            z = (z ^ (z >> SHIFT_1)) * MIX_1
+            z = (z ^ (z >> SHIFT_2)) * MIX_2
+            acc += z ^ (z >> SHIFT_3)
+            position += GOLDEN
         return acc
 
     return partial_sum_kernel

@@ -20,8 +20,8 @@ import numpy as np
 
 from minidl.io import layout
 from minidl.io.dtypes import dtype_from_name
-from minidl.io.errors import (
-    CorruptFileError, UnsafeFileError)
+from minidl.io.errors import CorruptFileError, UnsafeFileError
+from minidl.io.state_tree import StateTreeError, UnstorableError, check_plain_leaf, check_tree
 
 # Extension type 1 is the only one: a reference to a tensor in the index, by name.
 TENSOR_REF_EXT = 1
@@ -98,10 +98,18 @@ def _pack_default(obj):
     raise TypeError(f"cannot store an object of type {type(obj).__name__} in a minidl header")
 
 
+def _check_header_leaf(value, path: str) -> None:
+    """A header leaf is a msgpack scalar or a tensor reference."""
+    if not isinstance(value, TensorRef):
+        check_plain_leaf(value, path)
+
+
 def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
-    """Serialise a header map; TypeError/ValueError when it holds unstorable values."""
+    """Serialise a header map; TypeError/ValueError naming the field when it holds values a
+    reader would refuse (keys that are not str, other objects, nesting too deep)."""
     header = {"kind": kind, "metadata": metadata, "tensors": entries}
-    decoded_cost = check_plain_tree(header, where="header")
+    size = check_tree(header, "header", check_leaf=_check_header_leaf)
+    decoded_cost = size.containers * CONTAINER_COST + size.items * ITEM_COST
     packed = msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
     if decoded_cost + len(packed) > max(_decoded_limit,
                                         DECODED_BYTES_PER_HEADER_BYTE * len(packed)):
@@ -109,27 +117,6 @@ def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
                          "decode (see minidl.io.set_header_memory_limit); store large data "
                          "as arrays, not metadata")
     return packed
-
-
-def check_plain_tree(tree, where: str) -> int:
-    """Refuse (TypeError/ValueError) trees the reader would refuse: non-str keys, too deep.
-    Returns the decoding cost a reader will estimate for the containers and items."""
-    stack = [(tree, 1)]
-    containers = items = 0
-    while stack:
-        node, depth = stack.pop()
-        if depth > layout.MAX_NESTING:
-            raise ValueError(f"{where} is nested deeper than {layout.MAX_NESTING} levels")
-        if isinstance(node, dict):
-            containers, items = containers + 1, items + 2 * len(node)
-            for k, v in node.items():
-                if not isinstance(k, str):
-                    raise TypeError(f"{where}: dict keys must be str, got {type(k).__name__} {k!r}")
-                stack.append((v, depth + 1))
-        elif isinstance(node, (list, tuple)):
-            containers, items = containers + 1, items + len(node)
-            stack.extend((v, depth + 1) for v in node)
-    return containers * CONTAINER_COST + items * ITEM_COST
 
 
 # -------------------------------------------------------------------------- unpacking
@@ -221,6 +208,11 @@ def _ext_hook(code, data):
 _PLAIN_LEAF_TYPES = frozenset({str, bytes, int, float, bool, type(None), TensorRef})
 
 
+def _check_decoded_leaf(value, path: str) -> None:
+    if type(value) not in _PLAIN_LEAF_TYPES:
+        raise UnstorableError(path, f"holds a {type(value).__name__}, not plain data")
+
+
 def unpack_header(path, raw: bytes) -> dict:
     """Decode header bytes into a plain tree, refusing anything not plain data, and
     stopping early when the decoded tree would cost far more memory than its bytes."""
@@ -258,22 +250,15 @@ def unpack_header(path, raw: bytes) -> dict:
 
 
 def _check_decoded_tree(path, tree) -> None:
-    """Depth and leaf types, depth first with one iterator per open level: memory grows
-    with the nesting (at most MAX_NESTING), never with the number of items."""
-    stack = [iter(tree.values())]
-    while stack:
-        for node in stack[-1]:  # resumes where this level's iterator stopped
-            kind = type(node)
-            if kind is dict or kind is list:
-                if len(stack) + 1 > layout.MAX_NESTING:  # the depth of `node`, root = 1
-                    raise CorruptFileError(path, f"header is nested deeper than "
-                                                 f"{layout.MAX_NESTING}")
-                stack.append(iter(node.values() if kind is dict else node))
-                break
-            if kind not in _PLAIN_LEAF_TYPES:
-                raise UnsafeFileError(path, f"header holds a {kind.__name__}, not plain data")
-        else:
-            stack.pop()
+    """Depth and leaf types, with memory that grows with the nesting, never with the number
+    of items (see :func:`~minidl.io.state_tree.check_tree`); keys were checked by the
+    decoder's hooks."""
+    try:
+        check_tree(tree, "header", check_leaf=_check_decoded_leaf)
+    except UnstorableError as exc:
+        raise UnsafeFileError(path, f"header {exc.problem} (at {exc.path})") from None
+    except StateTreeError as exc:
+        raise CorruptFileError(path, f"header is {exc.problem} (at {exc.path})") from None
 
 
 # ------------------------------------------------------------------------- validation

@@ -20,26 +20,22 @@ import numpy as np
 from minidl.io import layout
 from minidl.io.errors import CorruptFileError, WrongKindError
 from minidl.io.header import TensorRef
-from minidl.io.reader import read_contents
+from minidl.io.reader import model_contents, read_contents
+from minidl.io.state_tree import as_array, check_storable_leaf, check_tree
 from minidl.io.writer import write_file
-
-_SCALARS = (str, bytes, float, bool, type(None))
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
-
-
-def _is_tensor_like(value) -> bool:
-    # io sits below autograd and cannot import Tensor, so it recognises one by its class
-    # hierarchy: a class named Tensor with a numpy() method, or any subclass of one
-    # (nn.Parameter included).
-    return (not isinstance(value, type) and callable(getattr(value, "numpy", None))
-            and any(cls.__name__ == "Tensor" for cls in type(value).__mro__))
 
 
 def encode_value(value) -> tuple[object, dict[str, np.ndarray]]:
     """Split a value into (tree with TensorRefs, {name: array}); TypeError if unstorable.
 
-    Tensor names are the path to the array in the tree (``"layers/0/w"``), made unique.
+    The value is checked whole first (:func:`~minidl.io.state_tree.check_tree`: str keys,
+    storable leaves, depth), so an error names the path of the offending field and nothing
+    was converted.  Tensor names are the path to the array in the tree (``"layers/0/w"``),
+    made unique.
     """
+    # The header adds two levels (root map, metadata map) around the value.
+    check_tree(value, "value", check_leaf=check_storable_leaf,
+               max_depth=layout.MAX_NESTING - 2)
     tensors: dict[str, np.ndarray] = {}
 
     def name_for(path: list[str]) -> str:
@@ -50,40 +46,23 @@ def encode_value(value) -> tuple[object, dict[str, np.ndarray]]:
             name = f"{base}#{n}"
         return name
 
-    def encode(node, path, depth):
-        # The header adds two levels (root map, metadata map) around the value.
-        if depth > layout.MAX_NESTING - 2:
-            raise ValueError(f"value is nested deeper than {layout.MAX_NESTING - 2} levels")
+    def encode(node, path):
         if isinstance(node, dict):
-            out = {}
-            for key, item in node.items():
-                if not isinstance(key, str):
-                    raise TypeError(f"dict keys must be str to be saved, got {key!r} at "
-                                    f"{'/'.join(path) or 'the top level'}")
-                out[key] = encode(item, path + [key], depth + 1)
-            return out
+            return {key: encode(item, path + [key]) for key, item in node.items()}
         if isinstance(node, (list, tuple)):
-            return [encode(item, path + [str(i)], depth + 1) for i, item in enumerate(node)]
-        if isinstance(node, np.ndarray) or _is_tensor_like(node):
-            array = node if isinstance(node, np.ndarray) else np.asarray(node.numpy())
+            return [encode(item, path + [str(i)]) for i, item in enumerate(node)]
+        array = as_array(node)
+        if array is not None:
             name = name_for(path)
             tensors[name] = array
             return TensorRef(name)
-        if isinstance(node, np.generic):
-            return encode(np.asarray(node), path, depth)
-        if isinstance(node, int) and not isinstance(node, bool):
-            if not _INT_RANGE[0] <= node <= _INT_RANGE[1]:
-                raise ValueError(f"integer {node} does not fit in 64 bits")
-            return int(node)
         if isinstance(node, bytearray):
             return bytes(node)
-        if isinstance(node, _SCALARS):
-            return node
-        raise TypeError(f"cannot save a {type(node).__name__} "
-                        f"(at {'/'.join(path) or 'the top level'}); allowed: dict, list, tuple, "
-                        "ndarray, Tensor, str, int, float, bool, None, bytes")
+        if isinstance(node, int) and not isinstance(node, bool):
+            return int(node)  # an int subclass (IntEnum) as the plain int it is
+        return node
 
-    return encode(value, [], 1), tensors
+    return encode(value, []), tensors
 
 
 def decode_value(path, tree, tensors: dict[str, np.ndarray]):
@@ -137,8 +116,6 @@ def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = N
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
     metadata = info.metadata
     if info.kind == "model":
-        from minidl.io.models import model_contents
-
         return model_contents(path, metadata, tensors)
     if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
         return decode_value(path, metadata, tensors)

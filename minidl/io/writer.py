@@ -21,21 +21,10 @@ from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
 from minidl.io.dtypes import ALLOWED_DTYPES, dtype_name
 from minidl.io.header import (
     GCM_TAG_SIZE, KINDS, encryption_chunk_count, pack_header, stored_length)
+from minidl.io.state_tree import as_array
 
 # Elements converted per step for arrays that are not already contiguous little-endian.
 CONVERSION_BUFFER_BYTES = 8 << 20
-
-
-def as_numpy(value) -> np.ndarray:
-    """A NumPy array from an ndarray or a minidl Tensor (anything with ``.numpy()``)."""
-    if isinstance(value, np.ndarray):
-        return value
-    to_numpy = getattr(value, "numpy", None)
-    if callable(to_numpy):
-        array = to_numpy()
-        if isinstance(array, np.ndarray):
-            return array
-    raise TypeError(f"expected a NumPy array or a Tensor, got {type(value).__name__}")
 
 
 def c_order_pieces(array: np.ndarray) -> Iterator[memoryview]:
@@ -74,15 +63,21 @@ class _PlannedTensor:
 
 
 def _plan(tensors: Mapping, encrypted: bool) -> list[_PlannedTensor]:
+    """Where each tensor goes: in the given order, each at the next 64-byte boundary."""
     planned, offset, counter = [], 0, 1
     for name, value in tensors.items():
         if not isinstance(name, str) or not 0 < len(name) <= 4096:
             raise TypeError(f"tensor names must be non-empty str, got {name!r}")
-        array = as_numpy(value)
+        array = as_array(value)
+        if array is None:
+            raise TypeError(f"tensor {name!r} is a {type(value).__name__}, not a NumPy array "
+                            "or a Tensor")
         item = _PlannedTensor(name, array, offset, counter, encrypted)
         planned.append(item)
         offset = layout.align_up(offset + item.length)
         counter += encryption_chunk_count(array.nbytes)
+    if len(planned) > layout.MAX_TENSORS:
+        raise ValueError(f"a file holds at most {layout.MAX_TENSORS} tensors")
     return planned
 
 
@@ -92,8 +87,11 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
 
     ``metadata`` is plain msgpack data (str keys) and may contain ``TensorRef``s naming
     entries of ``tensors``; ``kind`` says what the file is for ("values", "model",
-    "checkpoint").  With ``key`` (16/24/32 bytes) the header and tensors are AES-GCM
-    encrypted.  The file appears complete at ``path`` or not at all.
+    "checkpoint", "checkpoint-shard").  With ``key`` (16/24/32 bytes) the header and tensors
+    are AES-GCM encrypted.  The file appears complete at ``path`` or not at all.
+
+    Everything that can be refused is refused before the file is opened: the steps are
+    plan the tensors, checksum them (pass 1), seal the header, then stream (pass 2).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
@@ -102,19 +100,35 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
     cipher = crypto.new_cipher(crypto.check_key(key)) if key is not None else None
     nonce_base = crypto.new_nonce_base() if cipher is not None else bytes(layout.NONCE_SIZE)
     planned = _plan(tensors, cipher is not None)
-    if len(planned) > layout.MAX_TENSORS:
-        raise ValueError(f"a file holds at most {layout.MAX_TENSORS} tensors")
+    entries = _index_entries(planned, cipher, nonce_base)
+    prelude, header = _sealed_header(kind, metadata, entries, cipher, nonce_base)
 
+    def write(file) -> None:
+        _stream_contents(file, prelude, header, planned, cipher, nonce_base)
+
+    # An encrypted file's bytes are secret; by default only its owner may read them.
+    write_atomically(os.fspath(path), write, durable=durable,
+                     mode=0o600 if cipher is not None else None)
+
+
+def _index_entries(planned: list[_PlannedTensor], cipher, nonce_base) -> list[dict]:
+    """Pass 1: each tensor's index entry, with the checksum of its bytes as stored."""
     entries = []
-    for item in planned:  # pass 1: checksums of the bytes as stored
+    for item in planned:
         stream = StreamingChecksum()
         for piece in item.stored_pieces(cipher, nonce_base):
             stream.update(piece)
         entries.append({"name": item.name, "dtype": item.dtype, "shape": list(item.array.shape),
-                         "offset": item.offset, "length": item.length,
+                        "offset": item.offset, "length": item.length,
                         "checksum": tensor_checksum(stream.digest(), item.name, item.dtype,
                                                     item.array.shape)})
+    return entries
 
+
+def _sealed_header(kind: str, metadata: dict, entries: list[dict], cipher,
+                   nonce_base: bytes) -> tuple[layout.Prelude, bytes]:
+    """The header as stored (packed, encrypted when there is a cipher) and the prelude that
+    describes it, its checksum included."""
     header = pack_header(kind, metadata, entries)
     flags = layout.FLAG_ENCRYPTED if cipher is not None else 0
     header_length = len(header) + (GCM_TAG_SIZE if cipher is not None else 0)
@@ -124,23 +138,23 @@ def write_file(path, metadata: dict, tensors: Mapping, kind: str = "values", *,
     prelude = layout.Prelude(layout.MAJOR_VERSION, layout.MINOR_VERSION, flags, header_length,
                              0, nonce_base)
     if cipher is not None:
+        # The prelude's first 16 bytes (magic, version, flags, length) are authenticated too.
         header = cipher.encrypt(crypto.chunk_nonce(nonce_base, 0), header, prelude.pack()[:16])
     prelude = layout.Prelude(prelude.major, prelude.minor, flags, header_length,
                              checksum(header), nonce_base)
+    return prelude, header
 
-    def write(file) -> None:  # pass 2: the bytes themselves
-        file.write(prelude.pack())
-        file.write(header)
-        position = layout.PRELUDE_SIZE + len(header)
-        data_start = prelude.data_start
-        file.write(bytes(data_start - position))
-        position = 0
-        for item in planned:
-            file.write(bytes(item.offset - position))
-            for piece in item.stored_pieces(cipher, nonce_base):
-                file.write(piece)
-            position = item.offset + item.length
 
-    # An encrypted file's bytes are secret; by default only its owner may read them.
-    write_atomically(os.fspath(path), write, durable=durable,
-                     mode=0o600 if cipher is not None else None)
+def _stream_contents(file, prelude: layout.Prelude, header: bytes,
+                     planned: list[_PlannedTensor], cipher, nonce_base: bytes) -> None:
+    """Pass 2: prelude, header, zero padding up to the data section, then each tensor at its
+    offset."""
+    file.write(prelude.pack())
+    file.write(header)
+    file.write(bytes(prelude.data_start - layout.PRELUDE_SIZE - len(header)))
+    position = 0
+    for item in planned:
+        file.write(bytes(item.offset - position))
+        for piece in item.stored_pieces(cipher, nonce_base):
+            file.write(piece)
+        position = item.offset + item.length

@@ -9,6 +9,7 @@ the same as PyTorch's, so checkpoints and converted PyTorch weights line up name
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Iterator, NamedTuple
 
 import numpy as np
@@ -150,9 +151,11 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
-    def _named_members(self, table: str, recurse: bool):
+    def _named_members(self, table: str, prefix: str, recurse: bool):
+        """(dotted name, tensor) for the entries of ``table`` (``_parameters`` or
+        ``_buffers``) of this module and, with ``recurse``, its descendants; each object once."""
         seen = set()
-        modules = self.named_modules() if recurse else [("", self)]
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
         for module_name, module in modules:
             for name, value in getattr(module, table).items():
                 if value is None or id(value) in seen:
@@ -161,20 +164,20 @@ class Module:
                 yield (f"{module_name}.{name}" if module_name else name), value
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
-        for name, p in self._named_members("_parameters", recurse):
-            yield (f"{prefix}.{name}" if prefix else name), p
+        """(dotted name, Parameter) for every parameter, shared ones once."""
+        return self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        """Every parameter, shared ones once (what an optimizer is given)."""
+        return (p for _, p in self._named_members("_parameters", "", recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
-        for name, b in self._named_members("_buffers", recurse):
-            yield (f"{prefix}.{name}" if prefix else name), b
+        """(dotted name, Tensor) for every buffer (running statistics), shared ones once."""
+        return self._named_members("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
+        """Every buffer, shared ones once."""
+        return (b for _, b in self._named_members("_buffers", "", recurse))
 
     # -- modes and bulk changes ------------------------------------------------------------------
 
@@ -245,39 +248,27 @@ class Module:
         """
         return OrderedDict((name, t.numpy()) for name, t in self._state_items())
 
-    def load_state_dict(self, state_dict, strict: bool = True,
-                        assign: bool = False) -> IncompatibleKeys:
-        """Copy values in from ``state_dict`` (arrays or Tensors, by name).
+    def check_state_dict(self, state_dict, strict: bool = True, *,
+                         assign: bool = False) -> IncompatibleKeys:
+        """Check that ``state_dict`` fits this module, without changing anything.
 
-        Everything is checked before anything is copied: a mismatch leaves the module unchanged.
-        With ``strict`` any missing or unexpected name is an error; mis-shaped values always are.
-        ``assign=True`` (as in PyTorch) makes each parameter and buffer *use* the given array
-        instead of copying into its own -- dtypes must then match exactly -- which is how a
-        module built under ``init.skip_init()`` gets its weights without a second copy.
+        The checks are exactly those of ``load_state_dict(state_dict, strict, assign)``: with
+        ``strict``, no name of this module may be missing and no other name present; every
+        value given for a parameter or buffer must have its shape, and a dtype that casts to
+        its dtype within the same kind (exactly its dtype with ``assign``).  Every problem is
+        listed in one :class:`StateDictMismatchError`; a ``state_dict`` that is not a mapping
+        is a TypeError.  Returns the missing and unexpected names (empty lists when strict).
+        A checkpoint calls this for every tracked module before it loads any object.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a mapping of names to arrays, got "
+                            f"{type(state_dict).__name__}")
         own = OrderedDict(self._state_items())
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
-        problems = []
-        values = {}
-        for name, target in own.items():
-            if name not in state_dict:
-                continue
-            value = state_dict[name]
-            # Tensors stay where they are (a copy between tensors of one device never leaves
-            # it); anything else is host data.
-            value = value if isinstance(value, Tensor) else np.asarray(value)
-            if tuple(value.shape) != target.shape:
-                problems.append(f"{name}: shape {value.shape} in the state_dict, "
-                                f"{target.shape} in the model")
-            elif assign and value.dtype != target.dtype:
-                problems.append(f"{name}: dtype {value.dtype} in the state_dict, {target.dtype} "
-                                f"in the model")
-            elif not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
-                problems.append(f"{name}: dtype {value.dtype} in the state_dict cannot be "
-                                f"copied into {target.dtype}")
-            else:
-                values[name] = value
+        problems = [problem for name, target in own.items() if name in state_dict
+                    for problem in [_value_problem(name, state_dict[name], target, assign)]
+                    if problem]
         if problems or (strict and (missing or unexpected)):
             lines = [f"Error(s) in loading state_dict for {type(self).__name__}:"]
             if strict and missing:
@@ -287,13 +278,30 @@ class Module:
             if problems:
                 lines.append("  size or dtype mismatch: " + "; ".join(problems))
             raise StateDictMismatchError("\n".join(lines))
-        for name, value in values.items():
+        return IncompatibleKeys(missing, unexpected)
+
+    def load_state_dict(self, state_dict, strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
+        """Copy values in from ``state_dict`` (arrays or Tensors, by name).
+
+        Everything is checked before anything is copied (:meth:`check_state_dict`): a mismatch
+        leaves the module unchanged. With ``strict`` any missing or unexpected name is an
+        error; mis-shaped values always are. ``assign=True`` (as in PyTorch) makes each
+        parameter and buffer *use* the given array instead of copying into its own -- dtypes
+        must then match exactly -- which is how a module built under ``init.skip_init()`` gets
+        its weights without a second copy.
+        """
+        keys = self.check_state_dict(state_dict, strict, assign=assign)
+        for name, target in self._state_items():
+            if name not in state_dict:
+                continue
+            value = _as_state_value(state_dict[name])
             if assign and not isinstance(value, Tensor):
                 # The array itself becomes the storage (on the CPU, no copy at all).
-                own[name].data = own[name].backend.from_numpy(value)
+                target.data = target.backend.from_numpy(value)
             else:
-                overwrite_data(own[name], value)
-        return IncompatibleKeys(missing, unexpected)
+                overwrite_data(target, value)
+        return keys
 
     # -- description as data ---------------------------------------------------------------------
 
@@ -346,3 +354,24 @@ class Module:
         if not children:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n" + "\n".join(children) + "\n)"
+
+
+def _as_state_value(value):
+    # Tensors stay where they are (a copy between tensors of one device never leaves it);
+    # anything else is host data.
+    return value if isinstance(value, Tensor) else np.asarray(value)
+
+
+def _value_problem(name: str, value, target: Tensor, assign: bool) -> str | None:
+    """Why ``value`` cannot be loaded into the parameter or buffer ``target``, or None."""
+    try:
+        value = _as_state_value(value)
+    except (TypeError, ValueError) as exc:  # a ragged list, say
+        return f"{name}: not an array ({exc})"
+    if tuple(value.shape) != target.shape:
+        return f"{name}: shape {value.shape} in the state_dict, {target.shape} in the model"
+    if assign and value.dtype != target.dtype:
+        return f"{name}: dtype {value.dtype} in the state_dict, {target.dtype} in the model"
+    if not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
+        return f"{name}: dtype {value.dtype} in the state_dict cannot be copied into {target.dtype}"
+    return None

@@ -8,14 +8,13 @@ the class's ``from_config`` — it never imports or evaluates anything named by 
 
 from __future__ import annotations
 
-
+from ..io.state_tree import check_tree
 from .module import Module
 from .registry import module_class
 
 # Bounds that keep a hostile description cheap to reject.
 MAX_DEPTH = 64
 MAX_ARG_DEPTH = 8
-_SCALARS = (str, int, float, bool, type(None))
 
 
 def module_to_spec(module: Module) -> dict:
@@ -25,29 +24,10 @@ def module_to_spec(module: Module) -> dict:
         raise TypeError(f"{type(module).__name__} is not registered; call "
                         f"minidl.nn.register_module({type(module).__name__}) to describe it")
     args = module.get_config()
-    _check_plain("args of " + name, args, 0)
+    check_tree(args, "args of " + name, max_depth=MAX_ARG_DEPTH)
     return {"type": name, "args": dict(args),
             "children": [[child_name, module_to_spec(child)]
                          for child_name, child in module.named_children()]}
-
-
-def _check_plain(where: str, value, depth: int) -> None:
-    if depth > MAX_ARG_DEPTH:
-        raise ValueError(f"{where}: nested deeper than {MAX_ARG_DEPTH} levels")
-    if isinstance(value, _SCALARS):
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_plain(where, item, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: keys must be strings, got {key!r}")
-            _check_plain(where, item, depth + 1)
-        return
-    raise TypeError(f"{where}: {type(value).__name__} is not plain data (str, int, float, bool, "
-                    f"None, lists and dicts only)")
 
 
 def module_from_spec(spec, _depth: int = 0, _path: str = "model") -> Module:
@@ -65,7 +45,7 @@ def module_from_spec(spec, _depth: int = 0, _path: str = "model") -> Module:
         raise TypeError(f"{_path}.type: expected a string, got {type(type_name).__name__}")
     if not isinstance(args, dict):
         raise TypeError(f"{_path}.args: expected a dict, got {type(args).__name__}")
-    _check_plain(f"{_path}.args", args, 0)
+    check_tree(args, f"{_path}.args", max_depth=MAX_ARG_DEPTH)
     if not isinstance(children, list):
         raise TypeError(f"{_path}.children: expected a list, got {type(children).__name__}")
     built_children = []

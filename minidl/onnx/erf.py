@@ -17,7 +17,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _erf_elementwise = np.frompyfunc(math.erf, 1, 1)  # math.erf applied to every element
 
 
-class Erf(Function):
+class ErfFunction(Function):
     def forward(self, a):
         be = self.backend
         self.a = a
@@ -36,4 +36,4 @@ def erf(a: Tensor) -> Tensor:
     """erf(a) element by element (floating point tensors)."""
     if a.dtype.kind != "f":
         raise TypeError(f"erf: input must be a floating point tensor, got {a.dtype}")
-    return Erf.apply(a)
+    return ErfFunction.apply(a)

@@ -29,7 +29,7 @@ _FUNCTIONS = {
 }
 
 
-class HostUnary(Function):
+class HostUnaryFunction(Function):
     """f(a) element by element, computed on the host; the gradient is grad · f'(a)."""
 
     def forward(self, a, name):
@@ -51,7 +51,7 @@ def _function(name):
     def compute(a: Tensor) -> Tensor:
         if a.dtype.kind != "f":
             raise TypeError(f"{name}: input must be a floating point tensor, got {a.dtype}")
-        return HostUnary.apply(a, name=name)
+        return HostUnaryFunction.apply(a, name=name)
     compute.__name__ = name.lower()
     compute.__doc__ = f"ONNX {name} of a floating point tensor, element by element."
     return compute

@@ -18,7 +18,7 @@ def _softplus(be, z):
     return be.add(be.relu(z), be.log(be.add(be.exp(be.neg(be.abs(z))), 1.0)))
 
 
-class LeakyRelu(Function):
+class LeakyReluFunction(Function):
     # y = x for x > 0, slope·x otherwise;  dy/dx = 1 or slope (slope at 0, as PyTorch).
     def forward(self, a, negative_slope):
         be = self.backend
@@ -30,7 +30,7 @@ class LeakyRelu(Function):
         return be.where(self.positive, grad, be.mul(grad, self.slope))
 
 
-class Elu(Function):
+class EluFunction(Function):
     # y = x for x > 0, α(eˣ - 1) otherwise;  dy/dx = 1 or αeˣ = y + α.
     def forward(self, a, alpha):
         be = self.backend
@@ -43,7 +43,7 @@ class Elu(Function):
         return be.where(self.positive, grad, be.mul(grad, be.add(self.out, self.alpha)))
 
 
-class Softplus(Function):
+class SoftplusFunction(Function):
     # y = log(1 + e^(βx)) / β, and y = x where βx > threshold (the two agree there to float
     # precision);  dy/dx = σ(βx), or 1 above the threshold.
     def forward(self, a, beta, threshold):
@@ -57,7 +57,7 @@ class Softplus(Function):
         return be.where(self.linear, grad, be.mul(grad, be.sigmoid(self.z)))
 
 
-class Silu(Function):
+class SiluFunction(Function):
     # y = x·σ(x);  dy/dx = σ(x) + x·σ(x)(1 - σ(x)) = σ(x)(1 + x(1 - σ(x))).
     def forward(self, a):
         be = self.backend
@@ -70,7 +70,7 @@ class Silu(Function):
         return be.mul(grad, local)
 
 
-class Mish(Function):
+class MishFunction(Function):
     # y = x·tanh(softplus(x));  dy/dx = t + x·σ(x)(1 - t²) with t = tanh(softplus(x)),
     # since d softplus/dx = σ(x).
     def forward(self, a):
@@ -85,7 +85,7 @@ class Mish(Function):
         return be.mul(grad, local)
 
 
-class Hardsigmoid(Function):
+class HardsigmoidFunction(Function):
     # y = clip(x/6 + 1/2, 0, 1);  dy/dx = 1/6 strictly inside (-3, 3), 0 outside.
     def forward(self, a):
         be = self.backend
@@ -97,7 +97,7 @@ class Hardsigmoid(Function):
         return be.where(self.inside, be.div(grad, 6.0), grad.dtype.type(0))
 
 
-class Hardswish(Function):
+class HardswishFunction(Function):
     # y = x·clip(x + 3, 0, 6)/6;  dy/dx = 0 up to -3, 1 from 3 on, and (2x + 3)/6 strictly
     # between (PyTorch's choice at the two kinks).
     def forward(self, a):
@@ -112,7 +112,7 @@ class Hardswish(Function):
         return be.where(be.less_equal(self.a, -3.0), grad.dtype.type(0), upper)
 
 
-class Prelu(Function):
+class PreluFunction(Function):
     # y = x for x > 0, w·x otherwise, w learned (one per channel, broadcast along axis 1);
     # dy/dx = 1 or w, dy/dw = 0 or x. The weight's gradient comes back in x's shape; the engine
     # sums it over the axes the weight was broadcast along.
@@ -137,39 +137,39 @@ def _pointwise(function_class, op: str, x: Tensor, **attrs) -> Tensor:
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     """max(0, x) + negative_slope·min(0, x)."""
-    return _pointwise(LeakyRelu, "leaky_relu", x, negative_slope=float(negative_slope))
+    return _pointwise(LeakyReluFunction, "leaky_relu", x, negative_slope=float(negative_slope))
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x for x > 0, alpha·(exp(x) - 1) otherwise."""
-    return _pointwise(Elu, "elu", x, alpha=float(alpha))
+    return _pointwise(EluFunction, "elu", x, alpha=float(alpha))
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta·x)) / beta, linear where beta·x > threshold."""
     if not beta > 0:
         raise ValueError(f"softplus: beta must be > 0, got {beta!r}")
-    return _pointwise(Softplus, "softplus", x, beta=float(beta), threshold=float(threshold))
+    return _pointwise(SoftplusFunction, "softplus", x, beta=float(beta), threshold=float(threshold))
 
 
 def silu(x: Tensor) -> Tensor:
     """x·sigmoid(x) (also called swish)."""
-    return _pointwise(Silu, "silu", x)
+    return _pointwise(SiluFunction, "silu", x)
 
 
 def mish(x: Tensor) -> Tensor:
     """x·tanh(softplus(x))."""
-    return _pointwise(Mish, "mish", x)
+    return _pointwise(MishFunction, "mish", x)
 
 
 def hardsigmoid(x: Tensor) -> Tensor:
     """clip(x/6 + 1/2, 0, 1): a piecewise-linear sigmoid."""
-    return _pointwise(Hardsigmoid, "hardsigmoid", x)
+    return _pointwise(HardsigmoidFunction, "hardsigmoid", x)
 
 
 def hardswish(x: Tensor) -> Tensor:
     """x·hardsigmoid(x)."""
-    return _pointwise(Hardswish, "hardswish", x)
+    return _pointwise(HardswishFunction, "hardswish", x)
 
 
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
@@ -183,4 +183,4 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
             raise ValueError(f"prelu: weight has {channels} values but the input of shape "
                              f"{x.shape} has {x.shape[1] if x.ndim > 1 else 1} channels (axis 1)")
         weight = weight.reshape((1, channels) + (1,) * (x.ndim - 2))
-    return Prelu.apply(x, weight)
+    return PreluFunction.apply(x, weight)

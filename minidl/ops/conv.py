@@ -15,16 +15,10 @@ from ..autograd.tensor import Tensor
 from ..backend.geometry import conv_output_size
 from ._util import check_bias_and_dtype
 from .shape import cat
+from .sizes import int_pair
 
 
-def _pair(value, name: str) -> tuple:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
-        raise ValueError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
-    return pair
-
-
-class Conv2d(Function):
+class Conv2dFunction(Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
         n = x.shape[0]
@@ -94,7 +88,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
 
     ``padding``: an int, a pair, or PyTorch's strings 'valid' (none) and 'same' (the output has
     the input's size; stride 1)."""
-    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    stride = int_pair(stride, "conv2d", "stride")
+    dilation = int_pair(dilation, "conv2d", "dilation")
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise ValueError(f"conv2d: padding must be an int, a pair, 'same' or 'valid', got "
@@ -103,7 +98,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
             x, padding = _same_padding(x, weight, stride, dilation)
         else:
             padding = 0
-    padding = _pair(padding, "padding")
+    padding = int_pair(padding, "conv2d", "padding")
     if x.ndim != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x.shape}")
     if weight.ndim != 4:
@@ -119,4 +114,5 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
                          f"stride={stride}, dilation={dilation}, padding={padding}")
     check_bias_and_dtype("conv2d", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    return Conv2d.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return Conv2dFunction.apply(*inputs, stride=stride, padding=padding, dilation=dilation,
+                                groups=groups)

@@ -7,16 +7,7 @@ from __future__ import annotations
 
 from ..autograd.tensor import Tensor
 from . import conv, pool
-
-
-def single_int(value, op: str, name: str) -> int:
-    """A 1-D size argument (an int, or a 1-tuple as PyTorch also accepts) as an int; ValueError
-    naming ``op`` and ``name`` otherwise."""
-    if isinstance(value, (tuple, list)) and len(value) == 1:
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{op}: {name} must be an int (or a 1-tuple), got {value!r}")
-    return value
+from .sizes import single_int
 
 
 def _as_image(op: str, x: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
 from ._util import check_bias_and_dtype
-from .conv import _pair
+from .sizes import int_pair
 
 
 def transposed_output_size(size, kernel, stride, padding, dilation, output_padding) -> int:
@@ -23,7 +23,7 @@ def transposed_output_size(size, kernel, stride, padding, dilation, output_paddi
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
-class ConvTranspose2d(Function):
+class ConvTranspose2dFunction(Function):
     def forward(self, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         be = self.backend
         n, in_channels, h, w = x.shape
@@ -62,8 +62,10 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 2-D convolution of x (N, C_in, H, W) with weight (C_in, C_out/groups, kh, kw),
     as PyTorch's ``conv_transpose2d`` (same argument order)."""
-    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
-    output_padding, dilation = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
+    op = "conv_transpose2d"
+    stride, padding = int_pair(stride, op, "stride"), int_pair(padding, op, "padding")
+    output_padding = int_pair(output_padding, op, "output_padding")
+    dilation = int_pair(dilation, op, "dilation")
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv_transpose2d: input and weight must be 4-D, got shapes {x.shape} "
                          f"and {weight.shape}")
@@ -88,5 +90,5 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
             raise ValueError(f"conv_transpose2d: padding {padding} leaves an empty output for "
                              f"input of shape {x.shape}")
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    return ConvTranspose2d.apply(*inputs, stride=stride, padding=padding,
+    return ConvTranspose2dFunction.apply(*inputs, stride=stride, padding=padding,
                                  output_padding=output_padding, dilation=dilation, groups=groups)

@@ -13,7 +13,7 @@ from ..autograd.tensor import Tensor
 from ._util import binary_operands, require_float, result_dtype
 
 
-class Add(Function):
+class AddFunction(Function):
     def forward(self, a, b):
         return self.backend.add(a, b)
 
@@ -21,7 +21,7 @@ class Add(Function):
         return grad, grad
 
 
-class Sub(Function):
+class SubFunction(Function):
     def forward(self, a, b):
         return self.backend.sub(a, b)
 
@@ -29,7 +29,7 @@ class Sub(Function):
         return grad, self.backend.neg(grad)
 
 
-class Mul(Function):
+class MulFunction(Function):
     # d(ab)/da = b and d(ab)/db = a: each factor is kept only if the other needs a gradient.
     def forward(self, a, b):
         needs_a, needs_b = self.needs_input_grad
@@ -42,7 +42,7 @@ class Mul(Function):
         return (mul(grad, self.b) if needs_a else None), (mul(grad, self.a) if needs_b else None)
 
 
-class Div(Function):
+class DivFunction(Function):
     # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b
     def forward(self, a, b):
         self.b = b
@@ -56,7 +56,7 @@ class Div(Function):
         return grad_a, (be.neg(be.mul(grad_a, self.out)) if self.needs_input_grad[1] else None)
 
 
-class FloorDivide(Function):
+class FloorDivideFunction(Function):
     # floor(a / b) is a step function: its derivative is 0 wherever it exists (PyTorch returns
     # zero gradients too, rather than refusing to differentiate).
     def forward(self, a, b):
@@ -67,7 +67,7 @@ class FloorDivide(Function):
         return zeros, zeros
 
 
-class Remainder(Function):
+class RemainderFunction(Function):
     # a mod b = a - b·floor(a / b):  d/da = 1,  d/db = -floor(a / b)  (the floor is locally
     # constant)
     def forward(self, a, b):
@@ -79,7 +79,7 @@ class Remainder(Function):
         return grad, be.neg(be.mul(grad, be.floor_divide(self.a, self.b)))
 
 
-class Neg(Function):
+class NegFunction(Function):
     def forward(self, a):
         return self.backend.neg(a)
 
@@ -87,7 +87,7 @@ class Neg(Function):
         return self.backend.neg(grad)
 
 
-class PowScalar(Function):
+class PowScalarFunction(Function):
     # y = a^p:  dy/da = p · a^(p-1). For p = 0, y is the constant 1 and the gradient is 0 even
     # at a = 0, where the formula reads 0 · 0^-1 = 0 · inf = nan (PyTorch returns 0 too).
     def forward(self, a, exponent):
@@ -102,7 +102,7 @@ class PowScalar(Function):
         return be.mul(grad, local)
 
 
-class Pow(Function):
+class PowFunction(Function):
     # y = a^b:  dy/da = b · a^(b-1), taken as 0 where b = 0 (y is then constant, though the
     # formula gives 0 · 0^-1 = nan at a = 0; PyTorch also returns 0);
     # dy/db = y · ln a  (taken as 0 where a <= 0, where ln is undefined and PyTorch reports nan
@@ -122,7 +122,7 @@ class Pow(Function):
         return grad_a, grad_b
 
 
-class Exp(Function):
+class ExpFunction(Function):
     def forward(self, a):
         self.out = self.backend.exp(a)
         return self.out
@@ -131,7 +131,7 @@ class Exp(Function):
         return self.backend.mul(grad, self.out)
 
 
-class Log(Function):
+class LogFunction(Function):
     def forward(self, a):
         self.a = a
         return self.backend.log(a)
@@ -140,7 +140,7 @@ class Log(Function):
         return self.backend.div(grad, self.a)
 
 
-class Sqrt(Function):
+class SqrtFunction(Function):
     # d sqrt(a)/da = 1 / (2 sqrt(a))
     def forward(self, a):
         self.out = self.backend.sqrt(a)
@@ -151,7 +151,7 @@ class Sqrt(Function):
         return be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
 
 
-class Tanh(Function):
+class TanhFunction(Function):
     # d tanh(a)/da = 1 - tanh(a)²
     def forward(self, a):
         self.out = self.backend.tanh(a)
@@ -162,7 +162,7 @@ class Tanh(Function):
         return be.mul(grad, be.sub(1, be.mul(self.out, self.out)))
 
 
-class Sigmoid(Function):
+class SigmoidFunction(Function):
     # d σ(a)/da = σ(a)(1 - σ(a))
     def forward(self, a):
         self.out = self.backend.sigmoid(a)
@@ -173,7 +173,7 @@ class Sigmoid(Function):
         return be.mul(grad, be.mul(self.out, be.sub(1, self.out)))
 
 
-class Relu(Function):
+class ReluFunction(Function):
     def forward(self, a):
         self.a = a
         return self.backend.relu(a)
@@ -182,7 +182,7 @@ class Relu(Function):
         return self.backend.relu_backward(grad, self.a)
 
 
-class Gelu(Function):
+class GeluFunction(Function):
     def forward(self, a, approximate):
         self.a, self.approximate = a, approximate
         return self.backend.gelu_forward(a, approximate)
@@ -191,7 +191,7 @@ class Gelu(Function):
         return self.backend.gelu_backward(grad, self.a, self.approximate)
 
 
-class Abs(Function):
+class AbsFunction(Function):
     def forward(self, a):
         self.a = a
         return self.backend.abs(a)
@@ -200,7 +200,7 @@ class Abs(Function):
         return self.backend.mul(grad, self.backend.sign(self.a))
 
 
-class Maximum(Function):
+class MaximumFunction(Function):
     # The gradient goes to the larger input; on ties it is split evenly (as PyTorch).
     def forward(self, a, b):
         self.a, self.b = a, b
@@ -210,7 +210,7 @@ class Maximum(Function):
         return _route_by_comparison(self.backend, grad, self.a, self.b)
 
 
-class Minimum(Function):
+class MinimumFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.backend.minimum(a, b)
@@ -226,7 +226,7 @@ def _route_by_comparison(be, grad, winner_if_greater, other):
     return to_first, be.sub(grad, to_first)
 
 
-class Clamp(Function):
+class ClampFunction(Function):
     # Gradient passes where low <= a <= high, is 0 where the value was clipped.
     def forward(self, a, low, high):
         be = self.backend
@@ -240,7 +240,7 @@ class Clamp(Function):
         return self.backend.where(self.inside, grad, grad.dtype.type(0))
 
 
-class Compare(Function):
+class CompareFunction(Function):
     """a <op> b element by element, as a bool tensor; ``primitive`` names the backend's test.
 
     A step function of its inputs, so there is no gradient to pass back (see
@@ -254,21 +254,21 @@ class Compare(Function):
         return getattr(self.backend, primitive)(a, b)
 
 
-class LogicalNot(Function):
+class LogicalNotFunction(Function):
     differentiable = False
 
     def forward(self, a):
         return self.backend.logical_not(a)
 
 
-class LogicalAnd(Function):
+class LogicalAndFunction(Function):
     differentiable = False
 
     def forward(self, a, b):
         return self.backend.logical_and(a, b)
 
 
-class LogicalOr(Function):
+class LogicalOrFunction(Function):
     differentiable = False
 
     def forward(self, a, b):
@@ -278,36 +278,36 @@ class LogicalOr(Function):
 # -- functional forms ----------------------------------------------------------------------------
 
 def add(a, b) -> Tensor:
-    return Add.apply(*binary_operands("add", a, b))
+    return AddFunction.apply(*binary_operands("add", a, b))
 
 
 def sub(a, b) -> Tensor:
-    return Sub.apply(*binary_operands("sub", a, b))
+    return SubFunction.apply(*binary_operands("sub", a, b))
 
 
 def mul(a, b) -> Tensor:
-    return Mul.apply(*binary_operands("mul", a, b))
+    return MulFunction.apply(*binary_operands("mul", a, b))
 
 
 def div(a, b) -> Tensor:
     a, b = binary_operands("div", a, b)
     if a.dtype.kind != "f":  # true division of integers gives float32, as in PyTorch
         a, b = a.to(dtype=np.float32), b.to(dtype=np.float32)
-    return Div.apply(a, b)
+    return DivFunction.apply(a, b)
 
 
 def floor_divide(a, b) -> Tensor:
     """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``)."""
-    return FloorDivide.apply(*binary_operands("floor_divide", a, b))
+    return FloorDivideFunction.apply(*binary_operands("floor_divide", a, b))
 
 
 def remainder(a, b) -> Tensor:
     """a % b, with the sign of the divisor (Python's and PyTorch's ``%``)."""
-    return Remainder.apply(*binary_operands("remainder", a, b))
+    return RemainderFunction.apply(*binary_operands("remainder", a, b))
 
 
 def neg(a: Tensor) -> Tensor:
-    return Neg.apply(a)
+    return NegFunction.apply(a)
 
 
 def pow(a, exponent) -> Tensor:  # noqa: A001
@@ -316,8 +316,8 @@ def pow(a, exponent) -> Tensor:  # noqa: A001
     if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
         if a.dtype.kind != "f" and np.asarray(exponent).dtype.kind == "f":
             a = a.to(dtype=np.float32)
-        return PowScalar.apply(a, exponent=float(exponent))
-    return Pow.apply(*binary_operands("pow", a, exponent))
+        return PowScalarFunction.apply(a, exponent=float(exponent))
+    return PowFunction.apply(*binary_operands("pow", a, exponent))
 
 
 def _unary(function_class, op: str, a: Tensor, **attrs) -> Tensor:
@@ -326,45 +326,45 @@ def _unary(function_class, op: str, a: Tensor, **attrs) -> Tensor:
 
 
 def exp(a: Tensor) -> Tensor:
-    return _unary(Exp, "exp", a)
+    return _unary(ExpFunction, "exp", a)
 
 
 def log(a: Tensor) -> Tensor:
-    return _unary(Log, "log", a)
+    return _unary(LogFunction, "log", a)
 
 
 def sqrt(a: Tensor) -> Tensor:
-    return _unary(Sqrt, "sqrt", a)
+    return _unary(SqrtFunction, "sqrt", a)
 
 
 def tanh(a: Tensor) -> Tensor:
-    return _unary(Tanh, "tanh", a)
+    return _unary(TanhFunction, "tanh", a)
 
 
 def sigmoid(a: Tensor) -> Tensor:
-    return _unary(Sigmoid, "sigmoid", a)
+    return _unary(SigmoidFunction, "sigmoid", a)
 
 
 def relu(a: Tensor) -> Tensor:
-    return Relu.apply(a)
+    return ReluFunction.apply(a)
 
 
 def gelu(a: Tensor, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _unary(Gelu, "gelu", a, approximate=approximate)
+    return _unary(GeluFunction, "gelu", a, approximate=approximate)
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
-    return Abs.apply(a)
+    return AbsFunction.apply(a)
 
 
 def maximum(a, b) -> Tensor:
-    return Maximum.apply(*binary_operands("maximum", a, b))
+    return MaximumFunction.apply(*binary_operands("maximum", a, b))
 
 
 def minimum(a, b) -> Tensor:
-    return Minimum.apply(*binary_operands("minimum", a, b))
+    return MinimumFunction.apply(*binary_operands("minimum", a, b))
 
 
 def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
@@ -382,14 +382,14 @@ def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
         return out if max is None else minimum(out, max)
     low = None if min is None else dtype.type(min)
     high = None if max is None else dtype.type(max)
-    return Clamp.apply(a, low=low, high=high)
+    return ClampFunction.apply(a, low=low, high=high)
 
 
 def _compare(primitive: str, op: str, a, b) -> Tensor:
     a, b = binary_operands(op, a, b)
     if a.device != b.device:
         raise ValueError(f"{op}: operands are on different devices ({a.device}, {b.device})")
-    return Compare.apply(a, b, primitive=primitive)
+    return CompareFunction.apply(a, b, primitive=primitive)
 
 
 def eq(a, b) -> Tensor:
@@ -431,7 +431,7 @@ def _require_bool(op: str, *tensors) -> None:
 def logical_not(a: Tensor) -> Tensor:
     """Elementwise "not" of a bool tensor."""
     _require_bool("logical_not", a)
-    return LogicalNot.apply(a)
+    return LogicalNotFunction.apply(a)
 
 
 def _logical(function_class, op: str, a, b) -> Tensor:
@@ -444,9 +444,9 @@ def _logical(function_class, op: str, a, b) -> Tensor:
 
 def logical_and(a, b) -> Tensor:
     """Elementwise "and" of bool tensors (broadcasting)."""
-    return _logical(LogicalAnd, "logical_and", a, b)
+    return _logical(LogicalAndFunction, "logical_and", a, b)
 
 
 def logical_or(a, b) -> Tensor:
     """Elementwise "or" of bool tensors (broadcasting)."""
-    return _logical(LogicalOr, "logical_or", a, b)
+    return _logical(LogicalOrFunction, "logical_or", a, b)

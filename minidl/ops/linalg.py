@@ -19,7 +19,7 @@ def _swap_last_two(be, array):
     return be.transpose(array, tuple(axes))
 
 
-class Matmul(Function):
+class MatmulFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.backend.matmul(a, b)
@@ -30,7 +30,7 @@ class Matmul(Function):
                                                                       grad)
 
 
-class Linear(Function):
+class LinearFunction(Function):
     """y = x Wᵀ + b over the last axis of x, as one node (the MLP's hot path).
 
     dL/dx = dL/dy W,   dL/dW = (dL/dy)ᵀ x,   dL/db = Σ_rows dL/dy, with x's leading axes flattened
@@ -79,7 +79,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
     broadcast_shape("matmul", a2.shape[:-2], b2.shape[:-2])
-    out = Matmul.apply(a2, b2)
+    out = MatmulFunction.apply(a2, b2)
     if squeeze_rows:
         out = out.reshape(out.shape[:-2] + out.shape[-1:])
     if squeeze_cols:
@@ -96,4 +96,4 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                          f"{weight.shape} (expected last dimension {weight.shape[1]})")
     check_bias_and_dtype("linear", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    return Linear.apply(*inputs)
+    return LinearFunction.apply(*inputs)

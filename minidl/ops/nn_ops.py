@@ -17,7 +17,7 @@ from .shape import where
 
 # -- softmax ---------------------------------------------------------------------------------------
 
-class Softmax(Function):
+class SoftmaxFunction(Function):
     # y = softmax(x):  dx = y ⊙ (dy - Σ(dy ⊙ y))  (the Jacobian diag(y) - y yᵀ applied to dy)
     def forward(self, x, axis):
         self.axis = axis
@@ -30,7 +30,7 @@ class Softmax(Function):
         return be.mul(self.out, be.sub(grad, dot))
 
 
-class LogSoftmax(Function):
+class LogSoftmaxFunction(Function):
     # y = x - logsumexp(x):  dx = dy - softmax(x) · Σ dy
     def forward(self, x, axis):
         self.axis = axis
@@ -47,14 +47,14 @@ def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
     """softmax along ``axis`` (alias ``dim``)."""
     require_float("softmax", x)
     axis = dim if dim is not None else axis
-    return Softmax.apply(x, axis=normalize_axis("softmax", axis, x.ndim))
+    return SoftmaxFunction.apply(x, axis=normalize_axis("softmax", axis, x.ndim))
 
 
 def log_softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
     """log_softmax along ``axis`` (alias ``dim``)."""
     require_float("log_softmax", x)
     axis = dim if dim is not None else axis
-    return LogSoftmax.apply(x, axis=normalize_axis("log_softmax", axis, x.ndim))
+    return LogSoftmaxFunction.apply(x, axis=normalize_axis("log_softmax", axis, x.ndim))
 
 
 # -- losses ----------------------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def _reduce_loss(op: str, losses: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-class SoftmaxCrossEntropy(Function):
+class SoftmaxCrossEntropyFunction(Function):
     """Fused log-softmax + negative log-likelihood over logits (N, C) and class indices (N,).
 
     Fusing them gives the famous one-line gradient: dL/dlogits = softmax(logits) - onehot(target)
@@ -148,7 +148,7 @@ def cross_entropy(logits: Tensor, targets, weight=None, *, ignore_index: int = -
     logits, flat, spatial_shape = _classes_last("cross_entropy", logits, targets)
     flat_targets = flat.to(dtype=np.int64).data
     try:
-        out = SoftmaxCrossEntropy.apply(logits, targets=flat_targets,
+        out = SoftmaxCrossEntropyFunction.apply(logits, targets=flat_targets,
                                         ignore_index=int(ignore_index),
                                         label_smoothing=float(label_smoothing),
                                         reduction=reduction)
@@ -278,7 +278,7 @@ def mse_loss(prediction: Tensor, target, reduction: str = "mean") -> Tensor:
     return _reduce_loss("mse_loss", difference * difference, reduction)
 
 
-class BinaryCrossEntropyWithLogits(Function):
+class BinaryCrossEntropyWithLogitsFunction(Function):
     """Per element, with positive weight p (1 without ``pos_weight``):
     -[p·y·log σ(x) + (1-y)·log(1 - σ(x))] = (1-y)·x + (1 + (p-1)·y)·softplus(-x),
     where softplus(-x) = log(1 + e^-x) is computed as max(-x, 0) + log(1 + e^-|x|) so e^x never
@@ -327,7 +327,7 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
         broadcast_shape("binary_cross_entropy_with_logits (pos_weight)", pos_weight.shape,
                         logits.shape)
         inputs.append(pos_weight)
-    losses = BinaryCrossEntropyWithLogits.apply(*inputs)
+    losses = BinaryCrossEntropyWithLogitsFunction.apply(*inputs)
     if weight is not None:
         losses = losses * as_tensor(weight, like=logits).to(dtype=logits.dtype)
     return _reduce_loss("binary_cross_entropy_with_logits", losses, reduction)
@@ -353,7 +353,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
 
 # -- normalisation ---------------------------------------------------------------------------------
 
-class LayerNorm(Function):
+class LayerNormFunction(Function):
     def forward(self, x, weight=None, bias=None, *, normalized_size, eps):
         be = self.backend
         self.shape = x.shape
@@ -389,10 +389,10 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     if (weight is None) != (bias is None):
         raise ValueError("layer_norm: give both weight and bias, or neither")
     inputs = (x,) if weight is None else (x, weight, bias)
-    return LayerNorm.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
+    return LayerNormFunction.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
 
 
-class BatchNorm(Function):
+class BatchNormFunction(Function):
     """Normalise each channel (axis 1) over the batch and spatial axes.
 
     With x̂ = (x - μ)·r, r = 1/sqrt(σ² + eps) and m values per channel, the input gradient is
@@ -457,13 +457,13 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {x.shape}")
-        return BatchNorm.apply(
+        return BatchNormFunction.apply(
             *inputs, mean=None, var=None, eps=eps, batch_stats=True,
             running_mean=None if running_mean is None else running_mean.data,
             running_var=None if running_var is None else running_var.data, momentum=momentum)
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: evaluation needs running_mean and running_var")
-    return BatchNorm.apply(*inputs, mean=running_mean.data, var=running_var.data, eps=eps,
+    return BatchNormFunction.apply(*inputs, mean=running_mean.data, var=running_var.data, eps=eps,
                            batch_stats=False)
 
 
@@ -476,7 +476,7 @@ def _move_towards(be, running, batch, momentum: float) -> None:
 
 # -- embedding -------------------------------------------------------------------------------------
 
-class EmbeddingLookup(Function):
+class EmbeddingLookupFunction(Function):
     """Rows of the table picked by integer indices (a gather on the device); the gradient of
     each picked row is scatter-added back into the table's gradient, so a row picked twice
     receives both gradients. ``padding_idx``'s row is looked up like any other but, as in
@@ -510,6 +510,6 @@ def embedding(indices, weight: Tensor, padding_idx: int | None = None) -> Tensor
                              f"of {weight.shape[0]} rows")
         padding_idx = int(padding_idx) % weight.shape[0]
     try:  # the backend checks the range where the indices are
-        return EmbeddingLookup.apply(weight, indices, padding_idx=padding_idx)
+        return EmbeddingLookupFunction.apply(weight, indices, padding_idx=padding_idx)
     except IndexError as error:
         raise IndexError(f"embedding: {error} (a table of {weight.shape[0]} rows)") from None

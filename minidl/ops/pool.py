@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from .conv import _pair
+from .sizes import int_pair, pool_window
 from .shape import cat
 
 
-class MaxPool2d(Function):
+class MaxPool2dFunction(Function):
     def forward(self, x, kernel_size, stride, padding, dilation, ceil_mode):
         self.x_shape = x.shape
         out, self.argmax = self.backend.max_pool2d_forward(x, kernel_size, stride, padding,
@@ -24,7 +24,7 @@ class MaxPool2d(Function):
         return self.backend.max_pool2d_backward(grad, self.argmax, self.x_shape)
 
 
-class AvgPool2d(Function):
+class AvgPool2dFunction(Function):
     def forward(self, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
         self.x_shape = x.shape
         self.args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -37,9 +37,7 @@ class AvgPool2d(Function):
 def _pool_arguments(op, x, kernel_size, stride, padding):
     if x.ndim != 4:
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
-    kernel_size = _pair(kernel_size, "kernel_size")
-    stride = kernel_size if stride is None else _pair(stride, "stride")
-    padding = _pair(padding, "padding")
+    kernel_size, stride, padding = pool_window(op, kernel_size, stride, padding)
     if min(kernel_size) < 1 or min(stride) < 1:
         raise ValueError(f"{op}: kernel_size and stride must be >= 1, got {kernel_size}, {stride}")
     if padding[0] > kernel_size[0] // 2 or padding[1] > kernel_size[1] // 2:
@@ -51,14 +49,15 @@ def _pool_arguments(op, x, kernel_size, stride, padding):
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
     kernel_size, stride, padding = _pool_arguments("max_pool2d", x, kernel_size, stride, padding)
-    return MaxPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
-                           dilation=_pair(dilation, "dilation"), ceil_mode=bool(ceil_mode))
+    dilation = int_pair(dilation, "max_pool2d", "dilation")
+    return MaxPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+                                   dilation=dilation, ceil_mode=bool(ceil_mode))
 
 
 def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     kernel_size, stride, padding = _pool_arguments("avg_pool2d", x, kernel_size, stride, padding)
-    return AvgPool2d.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
+    return AvgPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
                            ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
 
 
@@ -76,7 +75,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
         else tuple(output_size)
     h, w = x.shape[2:]
     out_h, out_w = (h if pair[0] is None else pair[0]), (w if pair[1] is None else pair[1])
-    out_h, out_w = _pair((out_h, out_w), "output_size")
+    out_h, out_w = int_pair((out_h, out_w), "adaptive_avg_pool2d", "output_size")
     if min(out_h, out_w) < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
     if h % out_h == 0 and w % out_w == 0:

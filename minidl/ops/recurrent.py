@@ -42,7 +42,7 @@ def _order(steps: int, reverse: bool):
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
 
-class _Recurrence(Function):
+class _RecurrenceFunction(Function):
     """What the three cells share: inputs (x, h0[, c0], w_ih, w_hh[, b_ih, b_hh]) and the
     bias and gradient bookkeeping."""
 
@@ -59,7 +59,7 @@ class _Recurrence(Function):
         return grads + ((db_ih, db_hh) if self.has_bias else ())
 
 
-class LSTMRecurrence(_Recurrence):
+class LSTMRecurrenceFunction(_RecurrenceFunction):
     state_count = 2
 
     def forward(self, *arrays, reverse):
@@ -97,7 +97,7 @@ class LSTMRecurrence(_Recurrence):
         return self._grads(grad_x, (grad_h, grad_c), dw_ih, dw_hh, db, db)
 
 
-class GRURecurrence(_Recurrence):
+class GRURecurrenceFunction(_RecurrenceFunction):
     def forward(self, *arrays, reverse):
         be = self.backend
         x, (h,), w_ih, w_hh, b_ih, b_hh = self._split(arrays)
@@ -135,7 +135,7 @@ class GRURecurrence(_Recurrence):
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db_ih, db_hh)
 
 
-class RNNRecurrence(_Recurrence):
+class RNNRecurrenceFunction(_RecurrenceFunction):
     # h_t = act(x_t·W_ihᵀ + b_ih + h_{t-1}·W_hhᵀ + b_hh), act = tanh or relu: the cell is one
     # elementwise primitive, so it needs no fused kernel of its own.
     def forward(self, *arrays, reverse, nonlinearity):
@@ -179,7 +179,7 @@ def recurrence(mode: str, x, states, w_ih, w_hh, b_ih=None, b_hh=None, *, revers
     state appended)."""
     inputs = (x, *states, w_ih, w_hh) + ((b_ih, b_hh) if b_ih is not None else ())
     if mode == "LSTM":
-        return LSTMRecurrence.apply(*inputs, reverse=reverse)
+        return LSTMRecurrenceFunction.apply(*inputs, reverse=reverse)
     if mode == "GRU":
-        return GRURecurrence.apply(*inputs, reverse=reverse)
-    return RNNRecurrence.apply(*inputs, reverse=reverse, nonlinearity=nonlinearity)
+        return GRURecurrenceFunction.apply(*inputs, reverse=reverse)
+    return RNNRecurrenceFunction.apply(*inputs, reverse=reverse, nonlinearity=nonlinearity)

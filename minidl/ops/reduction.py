@@ -29,7 +29,7 @@ def _with_kept_dims(be, grad, input_shape, axes, keepdims):
     return be.reshape(grad, tuple(shape))
 
 
-class Sum(Function):
+class SumFunction(Function):
     # d(Σ a)/da_i = 1: every input element receives the output gradient unchanged.
     def forward(self, a, axes, keepdims):
         self.shape, self.axes, self.keepdims = a.shape, axes, keepdims
@@ -41,7 +41,7 @@ class Sum(Function):
         return be.broadcast_to(grad, self.shape)
 
 
-class Extremum(Function):
+class ExtremumFunction(Function):
     """max or min: the gradient goes to the elements that attained it, split evenly on ties.
 
     A NaN is the extremum of any slice holding one (it propagates), so it is the NaN elements
@@ -69,7 +69,7 @@ class Extremum(Function):
         return be.mul(winners, be.div(grad, count))
 
 
-class _ArgExtremum(Function):
+class _ArgExtremumFunction(Function):
     """Where the extremum is, as int64 indices. An index does not move when the input moves a
     little, and jumps when it moves enough: no gradient (``differentiable = False``), but
     recorded, so an export computes the indices from the input."""
@@ -81,7 +81,7 @@ class _ArgExtremum(Function):
         return getattr(self.backend, self.primitive)(a, axis=axis, keepdims=keepdims)
 
 
-class _AnyAll(Function):
+class _AnyAllFunction(Function):
     """Whether any (all) element is true: the max (min) of bools, False < True. Bools have
     no gradient."""
 
@@ -91,11 +91,11 @@ class _AnyAll(Function):
         return getattr(self.backend, primitive)(a, axis=axes, keepdims=keepdims)
 
 
-class ArgMax(_ArgExtremum):
+class ArgMaxFunction(_ArgExtremumFunction):
     primitive = "argmax"
 
 
-class ArgMin(_ArgExtremum):
+class ArgMinFunction(_ArgExtremumFunction):
     primitive = "argmin"
 
 
@@ -107,7 +107,7 @@ def sum(a: Tensor, axis=None, keepdims: bool = False, *, dim=None,
     keepdims = _keep(keepdims, keepdim)
     if a.dtype.kind == "b":
         a = a.to(dtype=np.int64)
-    return Sum.apply(a, axes=axes, keepdims=keepdims)
+    return SumFunction.apply(a, axes=axes, keepdims=keepdims)
 
 
 def mean(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
@@ -117,7 +117,7 @@ def mean(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None
     if a.dtype.kind != "f":
         raise TypeError(f"mean: input must be a floating point tensor, got {a.dtype}")
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
-    total = Sum.apply(a, axes=axes, keepdims=keepdims)
+    total = SumFunction.apply(a, axes=axes, keepdims=keepdims)
     # Dividing by zero elements gives nan, as NumPy and PyTorch do for an empty mean.
     return total * (1.0 / count if count else float("nan"))
 
@@ -127,7 +127,7 @@ def _extremum(op: str, a: Tensor, axis, keepdims: bool) -> Tensor:
     reduced = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
     if reduced == 0:
         raise ValueError(f"{op}: cannot reduce over a zero-size dimension (shape {a.shape})")
-    return Extremum.apply(a, axes=axes, keepdims=keepdims, primitive=op)
+    return ExtremumFunction.apply(a, axes=axes, keepdims=keepdims, primitive=op)
 
 
 def amax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
@@ -234,13 +234,13 @@ def _index_axis(op: str, axis, ndim: int):
 def argmax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the largest element along ``axis`` (alias ``dim``; of the flattened tensor when
     None); the first one on ties."""
-    return ArgMax.apply(a, axis=_index_axis("argmax", _axis_or_dim(axis, dim), a.ndim),
+    return ArgMaxFunction.apply(a, axis=_index_axis("argmax", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
 def argmin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the smallest element along ``axis`` (alias ``dim``); the first one on ties."""
-    return ArgMin.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
+    return ArgMinFunction.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
@@ -252,7 +252,8 @@ def _any_all(op: str, primitive: str, a: Tensor, axis, keepdims, dim, keepdim) -
         # over nothing: any is False and all is True (the identities of "or" and "and")
         shape = _reduced_shape(a.shape, axes, _keep(keepdims, keepdim))
         return Tensor._wrap(a.backend.full(shape, op == "all", np.bool_), a.device)
-    return _AnyAll.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim), primitive=primitive)
+    return _AnyAllFunction.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim),
+                                 primitive=primitive)
 
 
 def _reduced_shape(shape, axes, keepdims):

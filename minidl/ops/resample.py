@@ -23,9 +23,9 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..ops.shape import cat
-from .conv import _pair
+from .sizes import int_pair
 from .pool import max_pool2d
-from .reduction import Extremum
+from .reduction import ExtremumFunction
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -39,7 +39,7 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
         raise ValueError(f"adaptive_max_pool2d: input must be 4-D (N, C, H, W), got {x.shape}")
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
     out_h, out_w = (x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
-    out_h, out_w = _pair((out_h, out_w), "output_size")
+    out_h, out_w = int_pair((out_h, out_w), "adaptive_max_pool2d", "output_size")
     h, w = x.shape[2:]
     if min(out_h, out_w) < 1:
         raise ValueError(f"adaptive_max_pool2d: output_size must be >= 1, got {output_size!r}")
@@ -52,7 +52,7 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
 
 
 def _max_over(x: Tensor, axis: int) -> Tensor:
-    return Extremum.apply(x, axes=(axis,), keepdims=True, primitive="max")
+    return ExtremumFunction.apply(x, axes=(axis,), keepdims=True, primitive="max")
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:

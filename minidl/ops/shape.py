@@ -15,7 +15,7 @@ from ..autograd.tensor import Tensor, as_tensor
 from ._util import broadcast_shape, normalize_axis, promote_operands
 
 
-class Reshape(Function):
+class ReshapeFunction(Function):
     output_is_view = True
 
     def forward(self, a, shape):
@@ -26,7 +26,7 @@ class Reshape(Function):
         return self.backend.reshape(grad, self.input_shape)
 
 
-class Permute(Function):
+class PermuteFunction(Function):
     # The inverse permutation takes each output axis back to where it came from.
     output_is_view = True
 
@@ -38,7 +38,7 @@ class Permute(Function):
         return self.backend.transpose(grad, self.inverse)
 
 
-class BroadcastTo(Function):
+class BroadcastToFunction(Function):
     # The engine sums the gradient back to the input's shape.
     output_is_view = True
 
@@ -49,7 +49,7 @@ class BroadcastTo(Function):
         return grad
 
 
-class GetItem(Function):
+class GetItemFunction(Function):
     def forward(self, a, index):
         self.input_shape, self.index, self.dtype = a.shape, index, a.dtype
         # Ints, slices, None and ... select a view; an index array gathers a copy.
@@ -61,7 +61,7 @@ class GetItem(Function):
         return self.backend.index_add(self.input_shape, self.index, grad, self.dtype)
 
 
-class IndexPut(Function):
+class IndexPutFunction(Function):
     """``a`` with ``values`` written at ``index`` (or added there, with ``accumulate``).
 
     Written elements no longer depend on ``a``: its gradient is the output gradient with zeros
@@ -87,7 +87,7 @@ class IndexPut(Function):
         return grad_a, be.getitem(grad, self.index)
 
 
-class FullLike(Function):
+class FullLikeFunction(Function):
     # A constant: zero gradient (a real zero, so that y.zero_() after y = f(x) still lets
     # backward reach x, as in PyTorch).
     def forward(self, a, value):
@@ -97,7 +97,7 @@ class FullLike(Function):
         return self.backend.zeros_like(grad)
 
 
-class Concatenate(Function):
+class ConcatenateFunction(Function):
     def forward(self, *arrays, axis):
         self.axis = axis
         self.bounds = np.cumsum([0] + [a.shape[axis] for a in arrays])
@@ -112,7 +112,7 @@ class Concatenate(Function):
         return tuple(pieces)
 
 
-class Where(Function):
+class WhereFunction(Function):
     # The gradient follows the element that was picked: to a where the condition held, to b
     # elsewhere. The condition is an input too (so an export sees where it came from), but a
     # bool selector has no gradient: None for it.
@@ -126,7 +126,7 @@ class Where(Function):
         return be.where(self.condition, grad, zero), be.where(self.condition, zero, grad), None
 
 
-class Cast(Function):
+class CastFunction(Function):
     def forward(self, a, dtype):
         self.input_dtype = a.dtype
         return self.backend.astype(a, dtype)
@@ -137,7 +137,7 @@ class Cast(Function):
         return self.backend.astype(grad, self.input_dtype)
 
 
-class Clone(Function):
+class CloneFunction(Function):
     def forward(self, a):
         return self.backend.copy(a)
 
@@ -145,7 +145,7 @@ class Clone(Function):
         return grad
 
 
-class ToDevice(Function):
+class ToDeviceFunction(Function):
     """Move data between devices through NumPy; the gradient travels back the same way."""
 
     @classmethod
@@ -184,7 +184,7 @@ def reshape(a: Tensor, *shape) -> Tensor:
         raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
     if shape == a.shape:
         return a
-    return Reshape.apply(a, shape=shape)
+    return ReshapeFunction.apply(a, shape=shape)
 
 
 def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -206,7 +206,7 @@ def permute(a: Tensor, *axes) -> Tensor:
     axes = tuple(normalize_axis("permute", int(x), a.ndim) for x in axes)
     if sorted(axes) != list(range(a.ndim)):
         raise ValueError(f"permute: {axes} is not a permutation of the axes of shape {a.shape}")
-    return Permute.apply(a, axes=axes)
+    return PermuteFunction.apply(a, axes=axes)
 
 
 def transpose(a: Tensor, dim0: int | None = None, dim1: int | None = None) -> Tensor:
@@ -251,7 +251,7 @@ def expand(a: Tensor, *shape) -> Tensor:
     shape = tuple(a.shape[i - offset] if n == -1 else int(n) for i, n in enumerate(shape))
     if broadcast_shape("expand", a.shape, shape) != shape:
         raise ValueError(f"expand: shape {a.shape} cannot be expanded to {shape}")
-    return BroadcastTo.apply(a, shape=shape)
+    return BroadcastToFunction.apply(a, shape=shape)
 
 
 def broadcast_to(a: Tensor, shape) -> Tensor:
@@ -293,7 +293,7 @@ def _flat_index(a: Tensor, index) -> tuple:
 
 def getitem(a: Tensor, index) -> Tensor:
     try:
-        return GetItem.apply(a, index=_flat_index(a, index))
+        return GetItemFunction.apply(a, index=_flat_index(a, index))
     except IndexError as error:
         raise IndexError(f"getitem: {error} (tensor shape {a.shape})") from None
 
@@ -315,12 +315,12 @@ def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
     if broadcast_shape("index_put", region, values.shape) != tuple(region):
         raise ValueError(f"index_put: values of shape {values.shape} cannot be broadcast to the "
                          f"indexed shape {tuple(region)}")
-    return IndexPut.apply(a, values, index=flat, accumulate=bool(accumulate))
+    return IndexPutFunction.apply(a, values, index=flat, accumulate=bool(accumulate))
 
 
 def full_like(a: Tensor, value) -> Tensor:
     """A tensor of ``a``'s shape and dtype filled with ``value``."""
-    return FullLike.apply(a, value=value)
+    return FullLikeFunction.apply(a, value=value)
 
 
 def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
@@ -337,7 +337,7 @@ def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
             raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside axis {axis}")
         if t.dtype != first.dtype:
             raise TypeError(f"cat: dtypes differ ({first.dtype} and {t.dtype})")
-    return Concatenate.apply(*tensors, axis=axis)
+    return ConcatenateFunction.apply(*tensors, axis=axis)
 
 
 def stack(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
@@ -364,16 +364,17 @@ def where(condition, a, b) -> Tensor:
     if condition.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
     broadcast_shape("where", condition.shape, a.shape, b.shape)
-    return Where.apply(a, b, condition)
+    return WhereFunction.apply(a, b, condition)
 
 
 def cast(a: Tensor, dtype) -> Tensor:
-    return Cast.apply(a, dtype=np.dtype(dtype))
+    return CastFunction.apply(a, dtype=np.dtype(dtype))
 
 
 def clone(a: Tensor) -> Tensor:
-    return Clone.apply(a)
+    return CloneFunction.apply(a)
 
 
 def to_device(a: Tensor, device: str) -> Tensor:
-    return ToDevice.apply(a, device)  # get_backend raises a clear error for a missing device
+    # get_backend raises a clear error for a missing device
+    return ToDeviceFunction.apply(a, device)

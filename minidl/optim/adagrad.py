@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_flag, check_number
+from ..validation import check_number, check_settings
+from .optimizer import Optimizer
 from .slot_updates import check_slots, effective_grad, running_average_, step_
 
 __all__ = ["Adagrad", "Adadelta"]
@@ -26,12 +27,9 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
-        check_number("lr_decay", group["lr_decay"], low=0.0)
-        check_number("weight_decay", group["weight_decay"], low=0.0)
-        check_number("initial_accumulator_value", group["initial_accumulator_value"], low=0.0)
-        check_number("eps", group["eps"], low=0.0)
-        check_flag("maximize", group["maximize"])
+        check_settings(group, non_negative=("lr", "lr_decay", "weight_decay",
+                                            "initial_accumulator_value", "eps"),
+                       flags=("maximize",))
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
         check_slots("Adagrad", slots, where, ["sum"])
@@ -65,11 +63,8 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
+        check_settings(group, non_negative=("lr", "eps", "weight_decay"), flags=("maximize",))
         check_number("rho", group["rho"], low=0.0, high=1.0)
-        check_number("eps", group["eps"], low=0.0)
-        check_number("weight_decay", group["weight_decay"], low=0.0)
-        check_flag("maximize", group["maximize"])
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
         check_slots("Adadelta", slots, where, ["square_avg", "acc_delta"])

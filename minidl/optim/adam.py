@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import numbers
-
-from .optimizer import Optimizer, _is_array, check_flag, check_number
+from ..validation import check_flag, check_number, check_settings
+from .optimizer import Optimizer
+from .slot_updates import check_slots
 
 __all__ = ["Adam", "AdamW"]
 
 
 def check_adam_family(group: dict) -> None:
     """The hyperparameters every Adam-style optimizer (Adam, AdamW, NAdam, RAdam) shares."""
-    check_number("lr", group["lr"], low=0.0)
+    check_settings(group, non_negative=("lr", "eps", "weight_decay"),
+                   flags=("decoupled_weight_decay", "maximize"))
     betas = group["betas"]
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     check_number("betas[0]", betas[0], low=0.0, high=1.0, high_open=True)
     check_number("betas[1]", betas[1], low=0.0, high=1.0, high_open=True)
-    check_number("eps", group["eps"], low=0.0)
-    check_number("weight_decay", group["weight_decay"], low=0.0)
-    check_flag("decoupled_weight_decay", group["decoupled_weight_decay"])
-    check_flag("maximize", group["maximize"])
 
 
 class Adam(Optimizer):
@@ -55,25 +52,9 @@ class Adam(Optimizer):
         check_flag("amsgrad", group["amsgrad"])
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
-        known = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
-        for name in slots:
-            if name not in known:
-                raise ValueError(f"{where} has an unknown slot {name!r} for {type(self).__name__}")
-        if not slots:
-            return
-        for name in ("step", "exp_avg", "exp_avg_sq"):
-            if name not in slots:
-                raise ValueError(f"{where} is missing slot {name!r}")
-        step = slots["step"]
-        # PyTorch stores the step as a float; accept any whole number and keep it an int.
-        if (isinstance(step, bool) or not isinstance(step, numbers.Real) or step < 0
-                or step != int(step)):
-            raise ValueError(f"{where} slot 'step' must be a whole number >= 0, got {step!r}")
-        slots["step"] = int(step)
-        for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            if name in slots and not _is_array(slots[name]):
-                raise ValueError(f"{where} slot {name!r} must be an array")
-        if group["amsgrad"] and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
+        check_slots(type(self).__name__, slots, where, arrays=("exp_avg", "exp_avg_sq"),
+                    optional=("max_exp_avg_sq",))
+        if group["amsgrad"] and slots and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
             raise ValueError(f"{where} is missing slot 'max_exp_avg_sq' (amsgrad is on)")
 
     def _update(self, param, grad, slots: dict, group: dict, backend) -> None:

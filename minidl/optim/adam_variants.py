@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..validation import check_number
 from .adam import check_adam_family
-from .optimizer import Optimizer, check_number
+from .optimizer import Optimizer
 from .slot_updates import (check_slots, decay_weights, effective_grad, running_average_,
                            step_)
 

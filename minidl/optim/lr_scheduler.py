@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import check_number
+from ..validation import check_number
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
            "LinearLR"]

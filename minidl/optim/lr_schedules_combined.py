@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from .optimizer import check_number
+from ..validation import check_number
 
 __all__ = ["SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"]
 

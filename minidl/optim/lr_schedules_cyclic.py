@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 
+from ..validation import check_flag, check_number
 from .lr_scheduler import LRScheduler
 from .lr_schedules_decay import ScheduleWithoutClosedForm
-from .optimizer import check_flag, check_number
 
 __all__ = ["CosineAnnealingWarmRestarts", "CyclicLR", "OneCycleLR"]
 

@@ -8,8 +8,8 @@ and then ``load_state_dict`` -- as in PyTorch, where functions are left out of t
 
 from __future__ import annotations
 
+from ..validation import check_number
 from .lr_scheduler import LRScheduler
-from .optimizer import check_number
 
 __all__ = ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "ScheduleWithoutClosedForm"]
 

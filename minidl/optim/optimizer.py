@@ -26,15 +26,16 @@ so the whole thing can be written with msgpack.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import MutableMapping
 
 import numpy as np
 
 from minidl.autograd.grad_mode import enable_grad
 from minidl.autograd.inplace import bump_version
+from minidl.autograd.tensor import Tensor
 from minidl.backend import get_backend
+from minidl.io.state_tree import SCALAR_TYPES, check_tree, is_array, to_plain
+from minidl.validation import check_non_negative_int
 
 __all__ = ["Optimizer", "ParamState", "required"]
 
@@ -86,67 +87,12 @@ class ParamState(MutableMapping):
         return f"ParamState({len(self)} parameters)"
 
 
-def _looks_like_tensor(obj) -> bool:
-    return hasattr(obj, "data") and hasattr(obj, "requires_grad")
-
-
 def _grad_array(param):
     """The gradient of ``param`` as a backend array, or None when it has none."""
     grad = param.grad
     if grad is None or isinstance(grad, np.ndarray):
         return grad
     return grad.data
-
-
-def _is_array(value) -> bool:
-    # Backend arrays (NumPy here, device arrays elsewhere) have a shape; NumPy scalars do too,
-    # but they are plain numbers.
-    return hasattr(value, "shape") and not isinstance(value, np.generic)
-
-
-def _to_plain(value, where: str):
-    """Convert a hyperparameter to msgpack-able plain data (tuples become lists)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, np.generic) and value.shape == ():
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_to_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return {key: _to_plain(item, f"{where}[{key!r}]") for key, item in value.items()}
-    raise TypeError(f"{where} = {value!r} is not plain data (int, float, bool, str, None, list, "
-                    f"dict) and cannot go into a state dict")
-
-
-def _is_plain(value) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, (str, int)) and _is_plain(v) for k, v in value.items())
-    return False
-
-
-def check_number(name: str, value, *, low=None, high=None, low_open=False, high_open=False,
-                 integer=False) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is a finite real number in the range."""
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind):
-        what = "an integer" if integer else "a real number"
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if low is not None and (value < low or (low_open and value == low)):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and (value > high or (high_open and value == high)):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
-
-
-def check_flag(name: str, value) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is a bool."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 class Optimizer:
@@ -159,7 +105,7 @@ class Optimizer:
     """
 
     def __init__(self, params, defaults: dict):
-        if _looks_like_tensor(params) or isinstance(params, (dict, set)):
+        if isinstance(params, (Tensor, dict, set)):
             raise TypeError("params must be an iterable of Parameters or of dicts (parameter "
                             f"groups), got {type(params).__name__}")
         self.defaults = dict(defaults)
@@ -195,7 +141,7 @@ class Optimizer:
         if "params" not in group:
             raise ValueError("a parameter group needs a 'params' entry")
         params = group["params"]
-        if _looks_like_tensor(params):
+        if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
             raise TypeError("parameter group 'params' must be an ordered sequence, not a set "
@@ -203,10 +149,10 @@ class Optimizer:
         params = list(params)
         index = len(self.param_groups)
         for i, param in enumerate(params):
-            if not _looks_like_tensor(param):
+            if not isinstance(param, Tensor):
                 raise TypeError(f"param_groups[{index}]['params'][{i}] is a "
                                 f"{type(param).__name__}, not a Parameter")
-            if not getattr(param, "is_leaf", True):
+            if not param.is_leaf:
                 raise ValueError(f"param_groups[{index}]['params'][{i}] is not a leaf tensor; "
                                  "only leaves (Parameters) can be optimized")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
@@ -275,7 +221,7 @@ class Optimizer:
         index_of: dict[int, int] = {}
         groups = []
         for g, group in enumerate(self.param_groups):
-            packed = {key: _to_plain(value, f"param_groups[{g}][{key!r}]")
+            packed = {key: to_plain(value, f"param_groups[{g}][{key!r}]")
                       for key, value in group.items() if key != "params"}
             packed["params"] = [index_of.setdefault(id(p), len(index_of)) for p in group["params"]]
             groups.append(packed)
@@ -286,8 +232,8 @@ class Optimizer:
                 continue
             backend = get_backend(param.device)
             state[index_of[id(param)]] = {
-                name: (backend.to_numpy(value) if _is_array(value)
-                       else _to_plain(value, f"state[{index_of[id(param)]}][{name!r}]"))
+                name: (backend.to_numpy(value) if is_array(value)
+                       else to_plain(value, f"state[{index_of[id(param)]}][{name!r}]"))
                 for name, value in slots.items()}
         return {"state": state, "param_groups": groups}
 
@@ -298,7 +244,9 @@ class Optimizer:
         parameters per group, every hyperparameter, and every slot's shape and dtype against its
         parameter. Arrays are copied in, so the caller's arrays are never aliased.
         """
-        new_groups, new_state = self._validated(state_dict)
+        saved_groups, saved_state = _split_state_dict(state_dict)
+        new_groups, param_of = self._restored_groups(saved_groups)
+        new_state = self._restored_state(saved_state, param_of, new_groups)
         # Only now, with everything checked, mutate the optimizer.
         for group, hyper in zip(self.param_groups, new_groups):
             params = group["params"]
@@ -307,59 +255,52 @@ class Optimizer:
             group["params"] = params
         self.state = new_state
 
-    def _validated(self, state_dict):
-        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
-            raise ValueError("an optimizer state dict must be a dict with exactly the keys "
-                             "'state' and 'param_groups'")
-        saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
-        if not isinstance(saved_groups, (list, tuple)):
-            raise ValueError("state dict 'param_groups' must be a list")
+    # The steps of load_state_dict; none of them changes the optimizer.
+
+    def _restored_groups(self, saved_groups) -> tuple[list[dict], dict]:
+        """Each group's restored hyperparameters, and where each saved parameter index points:
+        ``{index: (param, group number, position in the group)}``."""
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(f"state dict has {len(saved_groups)} parameter groups, the optimizer "
                              f"has {len(self.param_groups)}")
-
-        param_of: dict[int, tuple[object, int, dict, int]] = {}  # saved index -> (param, g, group, i)
+        param_of: dict[int, tuple[object, int, int]] = {}
         new_groups = []
         for g, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
             if not isinstance(saved, dict) or not isinstance(saved.get("params"), (list, tuple)):
                 raise ValueError(f"param_groups[{g}] must be a dict with a 'params' list")
-            if len(saved["params"]) != len(group["params"]):
-                raise ValueError(f"param_groups[{g}] has {len(saved['params'])} parameters in the "
-                                 f"state dict, {len(group['params'])} in the optimizer")
-            for i, (index, param) in enumerate(zip(saved["params"], group["params"])):
-                if isinstance(index, bool) or not isinstance(index, numbers.Integral):
-                    raise ValueError(f"param_groups[{g}]['params'][{i}] must be an int index, "
-                                     f"got {index!r}")
-                if int(index) in param_of:
-                    raise ValueError(f"param_groups[{g}]['params'][{i}]: index {index} is used "
-                                     "twice")
-                param_of[int(index)] = (param, g, group, i)
-            # The group's own keys, less the optional ones the saved group does not carry: a
-            # state is then restored exactly (a rollback to a snapshot taken before a scheduler
-            # added 'initial_lr' removes it again).
-            hyper = {key: value for key, value in group.items()
-                     if key != "params" and (key not in OPTIONAL_GROUP_KEYS or key in saved)}
-            known = set(hyper) | set(self.defaults) | set(OPTIONAL_GROUP_KEYS)
-            for key, value in saved.items():
-                if key == "params":
-                    continue
-                # Only keys a group of this optimizer can have: anything else would be merged
-                # in, outlive a rollback, and could be whatever a file chose ("__class__").
-                if key not in known:
-                    raise ValueError(f"param_groups[{g}] has unknown key {key!r} (known: "
-                                     f"{', '.join(map(repr, sorted(known, key=str)))})")
-                if not isinstance(key, str) or not _is_plain(value):
-                    raise ValueError(f"param_groups[{g}][{key!r}] is not plain data")
-                # Tuples (betas) travel as lists; give them back their original form.
-                if isinstance(hyper.get(key), tuple) and isinstance(value, (list, tuple)):
-                    value = tuple(value)
-                hyper[key] = value
-            try:
-                self._check_hyperparameters(hyper)
-            except ValueError as error:
-                raise ValueError(f"param_groups[{g}]: {error}") from None
-            new_groups.append(hyper)
+            _index_params(saved["params"], group["params"], g, param_of)
+            new_groups.append(self._restored_hyperparameters(saved, group, g))
+        return new_groups, param_of
 
+    def _restored_hyperparameters(self, saved: dict, group: dict, g: int) -> dict:
+        """Group ``g``'s hyperparameters from ``saved``, checked as the optimizer checks its own."""
+        # The group's own keys, less the optional ones the saved group does not carry: a
+        # state is then restored exactly (a rollback to a snapshot taken before a scheduler
+        # added 'initial_lr' removes it again).
+        hyper = {key: value for key, value in group.items()
+                 if key != "params" and (key not in OPTIONAL_GROUP_KEYS or key in saved)}
+        known = set(hyper) | set(self.defaults) | set(OPTIONAL_GROUP_KEYS)
+        for key, value in saved.items():
+            if key == "params":
+                continue
+            # Only keys a group of this optimizer can have: anything else would be merged
+            # in, outlive a rollback, and could be whatever a file chose ("__class__").
+            if key not in known:
+                raise ValueError(f"param_groups[{g}] has unknown key {key!r} (known: "
+                                 f"{', '.join(map(repr, sorted(known, key=str)))})")
+            check_tree(value, f"param_groups[{g}][{key!r}]", key_types=(str, int))
+            # Tuples (betas) travel as lists; give them back their original form.
+            if isinstance(hyper.get(key), tuple) and isinstance(value, (list, tuple)):
+                value = tuple(value)
+            hyper[key] = value
+        try:
+            self._check_hyperparameters(hyper)
+        except ValueError as error:
+            raise ValueError(f"param_groups[{g}]: {error}") from None
+        return hyper
+
+    def _restored_state(self, saved_state, param_of: dict, new_groups: list[dict]) -> ParamState:
+        """The per-parameter slots of ``saved_state``, copied onto each parameter's device."""
         if not isinstance(saved_state, dict):
             raise ValueError("state dict 'state' must be a dict")
         new_state = ParamState()
@@ -368,33 +309,12 @@ class Optimizer:
             if index is None or index not in param_of:
                 raise ValueError(f"state dict 'state' has an entry for {key!r}, which is not the "
                                  "index of any parameter in 'param_groups'")
-            param, g, _, i = param_of[index]
+            param, g, i = param_of[index]
             where = f"state[{index}] (param_groups[{g}]['params'][{i}])"
-            if not isinstance(slots, dict):
-                raise ValueError(f"{where} must be a dict of slots")
-            backend = get_backend(param.device)
-            shape, dtype = tuple(param.data.shape), np.dtype(param.data.dtype)
-            copied = {}
-            for name, value in slots.items():
-                if not isinstance(name, str):
-                    raise ValueError(f"{where} has a non-string slot name {name!r}")
-                if isinstance(value, np.ndarray):
-                    if value.shape != shape:
-                        raise ValueError(f"{where} slot {name!r} has shape {value.shape}, the "
-                                         f"parameter has shape {shape}")
-                    if value.dtype != dtype:
-                        raise ValueError(f"{where} slot {name!r} has dtype {value.dtype}, the "
-                                         f"parameter has dtype {dtype}")
-                    copied[name] = backend.from_numpy(np.array(value, dtype=dtype, order="C",
-                                                               copy=True))
-                elif _is_plain(value) and not isinstance(value, (list, tuple, dict)):
-                    copied[name] = value
-                else:
-                    raise ValueError(f"{where} slot {name!r} must be a NumPy array or a plain "
-                                     f"scalar, got {type(value).__name__}")
+            copied = _restored_slots(slots, param, where)
             self._check_param_state(copied, param, new_groups[g], where)
             new_state[param] = copied
-        return new_groups, new_state
+        return new_state
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -405,12 +325,61 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def _parse_index(key):
-    """A state key as an int: ints as they are, decimal strings parsed; None if neither."""
-    if isinstance(key, bool):
+def _split_state_dict(state_dict) -> tuple[list, dict]:
+    """The two parts of an optimizer state dict, once its outer layout is right."""
+    if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
+        raise ValueError("an optimizer state dict must be a dict with exactly the keys "
+                         "'state' and 'param_groups'")
+    if not isinstance(state_dict["param_groups"], (list, tuple)):
+        raise ValueError("state dict 'param_groups' must be a list")
+    return state_dict["param_groups"], state_dict["state"]
+
+
+def _index_params(saved_params, params: list, g: int, param_of: dict) -> None:
+    """Record which parameter each saved index of group ``g`` names; each index once."""
+    if len(saved_params) != len(params):
+        raise ValueError(f"param_groups[{g}] has {len(saved_params)} parameters in the "
+                         f"state dict, {len(params)} in the optimizer")
+    for i, (index, param) in enumerate(zip(saved_params, params)):
+        index = check_non_negative_int(f"param_groups[{g}]['params'][{i}]", index)
+        if index in param_of:
+            raise ValueError(f"param_groups[{g}]['params'][{i}]: index {index} is used twice")
+        param_of[index] = (param, g, i)
+
+
+def _restored_slots(slots, param, where: str) -> dict:
+    """Private copies of a parameter's saved slots on its device: arrays of exactly its shape
+    and dtype, plain scalars (a step count) as they are."""
+    if not isinstance(slots, dict):
+        raise ValueError(f"{where} must be a dict of slots")
+    backend = get_backend(param.device)
+    shape, dtype = tuple(param.data.shape), np.dtype(param.data.dtype)
+    copied = {}
+    for name, value in slots.items():
+        if not isinstance(name, str):
+            raise ValueError(f"{where} has a non-string slot name {name!r}")
+        if isinstance(value, np.ndarray):
+            if value.shape != shape:
+                raise ValueError(f"{where} slot {name!r} has shape {value.shape}, the "
+                                 f"parameter has shape {shape}")
+            if value.dtype != dtype:
+                raise ValueError(f"{where} slot {name!r} has dtype {value.dtype}, the "
+                                 f"parameter has dtype {dtype}")
+            copied[name] = backend.from_numpy(np.array(value, dtype=dtype, order="C", copy=True))
+        elif isinstance(value, SCALAR_TYPES):
+            copied[name] = value
+        else:
+            raise ValueError(f"{where} slot {name!r} must be a NumPy array or a plain "
+                             f"scalar, got {type(value).__name__}")
+    return copied
+
+
+def _parse_index(key) -> int | None:
+    """A state key as an int: non-negative ints as they are, decimal strings (ASCII digits
+    only: ``int`` would also read other scripts' digits) parsed; None if neither."""
+    if isinstance(key, str):
+        return int(key) if key.isascii() and key.isdigit() else None
+    try:
+        return check_non_negative_int("state key", key)
+    except ValueError:
         return None
-    if isinstance(key, numbers.Integral):
-        return int(key)
-    if isinstance(key, str) and key.isdigit():
-        return int(key)
-    return None

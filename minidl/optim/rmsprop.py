@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_flag, check_number
+from ..validation import check_settings
+from .optimizer import Optimizer
 from .slot_updates import check_slots, effective_grad, running_average_, step_
 
 __all__ = ["RMSprop"]
@@ -30,13 +31,8 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
-        check_number("alpha", group["alpha"], low=0.0)
-        check_number("eps", group["eps"], low=0.0)
-        check_number("weight_decay", group["weight_decay"], low=0.0)
-        check_number("momentum", group["momentum"], low=0.0)
-        check_flag("centered", group["centered"])
-        check_flag("maximize", group["maximize"])
+        check_settings(group, non_negative=("lr", "alpha", "eps", "weight_decay", "momentum"),
+                       flags=("centered", "maximize"))
 
     def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
         arrays = ["square_avg"] + (["momentum_buffer"] if group["momentum"] > 0 else []) \

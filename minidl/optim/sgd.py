@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .optimizer import Optimizer, _is_array, check_flag, check_number
+from ..io.state_tree import is_array
+from ..validation import check_number, check_settings
+from .optimizer import Optimizer
 
 __all__ = ["SGD"]
 
@@ -28,12 +30,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict) -> None:
-        check_number("lr", group["lr"], low=0.0)
-        check_number("momentum", group["momentum"], low=0.0)
+        check_settings(group, non_negative=("lr", "momentum", "weight_decay"),
+                       flags=("nesterov", "maximize"))
         check_number("dampening", group["dampening"])
-        check_number("weight_decay", group["weight_decay"], low=0.0)
-        check_flag("nesterov", group["nesterov"])
-        check_flag("maximize", group["maximize"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening == 0")
 
@@ -43,7 +42,7 @@ class SGD(Optimizer):
                 raise ValueError(f"{where} has an unknown slot {name!r} for SGD")
         if slots.get("momentum_buffer", 0) is None:
             del slots["momentum_buffer"]  # PyTorch writes None for "no buffer yet"
-        elif "momentum_buffer" in slots and not _is_array(slots["momentum_buffer"]):
+        elif "momentum_buffer" in slots and not is_array(slots["momentum_buffer"]):
             raise ValueError(f"{where} slot 'momentum_buffer' must be an array")
 
     def _update(self, param, grad, slots: dict, group: dict, backend) -> None:

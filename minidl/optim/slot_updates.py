@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numbers
 
-from .optimizer import _is_array
+from ..io.state_tree import is_array
 
 
 def effective_grad(backend, param, grad, group: dict):
@@ -56,7 +56,7 @@ def check_slots(optimizer: str, slots: dict, where: str, arrays, scalars=("step"
         if name not in slots:
             raise ValueError(f"{where} is missing slot {name!r}")
     for name in (*arrays, *optional):
-        if name in slots and not _is_array(slots[name]):
+        if name in slots and not is_array(slots[name]):
             raise ValueError(f"{where} slot {name!r} must be an array")
     for name in scalars:
         value = slots[name]

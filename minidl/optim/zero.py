@@ -220,14 +220,12 @@ class ZeroRedundancyOptimizer(Optimizer):
                   for g in self.param_groups]
         check = self.optimizer_class(groups)
         check.load_state_dict(state_dict)  # validates all of it, on a scratch optimizer
-        everything = check._all_params()
-        local_state = {}
-        for local_index, index in enumerate(self._local_indices):
-            slots = check.state.get(everything[index])
-            if slots:
-                local_state[local_index] = {
-                    name: value.numpy() if hasattr(value, "numpy") and not isinstance(
-                        value, np.ndarray) else value for name, value in slots.items()}
+        # The scratch optimizer's own state dict numbers the parameters as the full one does,
+        # with every slot array brought to the host.
+        full_state = check.state_dict()["state"]
+        local_state = {local_index: full_state[index]
+                       for local_index, index in enumerate(self._local_indices)
+                       if index in full_state}
         if self.optim is not None:
             local_groups = []
             for g, local_g in sorted(self._local_groups.items(), key=lambda item: item[1]):

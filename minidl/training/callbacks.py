@@ -334,7 +334,8 @@ class ModelCheckpoint(Callback):
             self._save(trainer, logs)
 
     def _save(self, trainer, logs):
-        from ..io import save, save_model
+        from ..io import save
+        from ..model_files import save_model
         if self.save_best_only:
             value = _monitored(logs, self.monitor, "ModelCheckpoint")
             if not _improved(value, self.best, self.mode, 0.0):

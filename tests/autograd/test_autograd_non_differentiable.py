@@ -37,7 +37,7 @@ def test_argmax_and_argmin_have_no_graph_but_are_traced(name):
     assert index.dtype == np.int64
     expected = getattr(np, name)(x.numpy(), axis=1)
     np.testing.assert_array_equal(index.numpy(), expected)
-    assert recorder.ops == [{"argmax": "ArgMax", "argmin": "ArgMin"}[name]]
+    assert recorder.ops == [{"argmax": "ArgMaxFunction", "argmin": "ArgMinFunction"}[name]]
 
 
 def test_argmax_keepdims_flattened_and_zero_dim():
@@ -73,7 +73,7 @@ def test_comparisons_give_bool_tensors_without_grad(name):
         assert out.dtype == np.bool_
         assert not out.requires_grad and out._node is None
         np.testing.assert_array_equal(out.numpy(), COMPARISONS[name](x.numpy(), other))
-    assert recorder.ops == ["Compare", "Compare"]
+    assert recorder.ops == ["CompareFunction", "CompareFunction"]
 
 
 def test_operators_are_the_comparisons():
@@ -110,7 +110,7 @@ def test_backward_through_where_on_a_mask_of_its_own_input():
     x = leaf([-2.0, -0.5, 0.5, 3.0])
     mask = x > 0
     y = md.where(mask, x, x * 0.1)
-    assert y.requires_grad and y._node.name == "Where"
+    assert y.requires_grad and y._node.name == "WhereFunction"
     (y * y).sum().backward()
     expected = 2 * y.numpy() * np.where(x.numpy() > 0, 1.0, 0.1)
     np.testing.assert_allclose(x.grad.numpy(), expected)
@@ -122,7 +122,7 @@ def test_where_condition_is_an_input_that_receives_no_gradient():
     condition = md.tensor([True, False, True])
     with tracing.tracing(Recorder()) as recorder:
         y = md.where(condition, a, b)
-    assert recorder.ops == ["Where"]
+    assert recorder.ops == ["WhereFunction"]
     assert y._node.parents == (a, b, condition)
     y.backward(np.array([1.0, 2.0, 3.0]))
     np.testing.assert_array_equal(a.grad.numpy(), [1.0, 0.0, 3.0])

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from minidl.checkpoint.state_tree import from_storable
+from minidl.io.state_tree import from_storable
 from minidl.cli import main
 from minidl.io import decode_value, read_file
 

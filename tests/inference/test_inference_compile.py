@@ -152,7 +152,7 @@ def test_relu_moves_after_max_pool_with_the_same_values_nan_included():
     x = md.randn(1, 1, 6, 6)
     compiled = md.compile(model, x)
     ops = [line.split(" = ")[1].split("(")[0] for line in compiled.steps]
-    assert ops == ["Conv2d", "MaxPool2d", "Relu"], compiled
+    assert ops == ["Conv2dFunction", "MaxPool2dFunction", "ReluFunction"], compiled
     values = md.randn(1, 1, 6, 6).numpy()
     values[0, 0, 2, 3] = np.nan
     x = md.tensor(values)
@@ -185,7 +185,8 @@ def test_lowered_convolution_and_pool_match_the_model(conv, pool, batch, dtype):
     for _ in range(2):
         x = md.tensor(np.random.default_rng(batch).standard_normal((batch, 3, 11, 13)), dtype=dtype)
         compiled = md.compile(model, x)
-        assert _lowered(compiled) == ["Conv2d", "MaxPool2d", "Conv2d"], compiled
+        assert _lowered(compiled) == ["Conv2dFunction", "MaxPool2dFunction", "Conv2dFunction"], \
+            compiled
         assert any("fused into" in line for line in compiled.steps), compiled  # both ReLUs
         tolerance = 1e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
@@ -202,7 +203,7 @@ def test_lowered_linear_relu_chain_matches_and_a_shared_input_is_not_fused():
         return md.relu(raw), raw  # raw is an output too: its ReLU must not overwrite it
     x = md.randn(4, 7)
     compiled = md.compile(net, x)
-    assert _lowered(compiled) == ["Linear", "Linear"], compiled
+    assert _lowered(compiled) == ["LinearFunction", "LinearFunction"], compiled
     got, want = compiled(x), _eager(net, x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)

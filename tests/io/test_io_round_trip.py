@@ -50,14 +50,20 @@ def test_tuples_come_back_as_lists(tmp_path):
     assert mio.load(tmp_path / "t.mdl") == [1, 2]
 
 
-def test_objects_with_numpy_method_are_saved_as_arrays(tmp_path):
-    class Tensor:  # duck-typed stand-in for minidl.Tensor
+def test_array_holders_are_saved_as_arrays_whatever_their_class_is_called(tmp_path):
+    class Holder:  # any class that follows the state-tree protocol
+        def __state_array__(self):
+            return np.arange(3, dtype=np.float32)
+
+    class Tensor:  # a look-alike by name and method only: not recognised
         def numpy(self):
             return np.arange(3, dtype=np.float32)
 
-    mio.save({"t": Tensor()}, tmp_path / "t.mdl")
+    mio.save({"t": Holder()}, tmp_path / "t.mdl")
     out = mio.load(tmp_path / "t.mdl")["t"]
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    with pytest.raises(TypeError, match="value/t: cannot save a Tensor"):
+        mio.save({"t": Tensor()}, tmp_path / "u.mdl")
 
 
 def test_minidl_tensor_is_saved_as_array(tmp_path):

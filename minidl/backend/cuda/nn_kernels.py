@@ -17,6 +17,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from ..reference.nn_kernels import check_gelu_approximate
 from .device import download, empty, launch, read_flag, transfers
 from .elementwise import binary, unary
 from .movement import reshape, transpose
@@ -237,18 +238,13 @@ def gelu_tanh_grad(grad, x):
     return grad * (rising + 2.0 * x * rising * falling * du_dx)
 
 
-def _check_approximate(approximate):
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
-
-
 def gelu_forward(x, approximate):
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     return unary(gelu_tanh if approximate == "tanh" else gelu_exact, x, x.dtype)
 
 
 def gelu_backward(grad, x, approximate):
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     return binary(gelu_tanh_grad if approximate == "tanh" else gelu_exact_grad, grad, x,
                   x.dtype, x.dtype)
 

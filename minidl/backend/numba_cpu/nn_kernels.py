@@ -15,7 +15,7 @@ from numba import njit, prange
 
 from ..reference.array_ops import relu_backward as _reference_relu_backward
 from .conv import PARALLEL_MIN_WORK
-from ..reference.nn_kernels import _check_approximate, check_class_targets
+from ..reference.nn_kernels import check_class_targets, check_gelu_approximate
 
 __all__ = [
     "softmax",
@@ -219,7 +219,7 @@ def relu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     """GELU(x) = x * Phi(x), exact ("none", via erf) or with PyTorch's tanh approximation."""
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     x = np.asarray(x, order="C")
     out = np.empty_like(x)
     if x.size:
@@ -229,7 +229,7 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
 
 def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
     """grad * GELU'(x) for the chosen approximation."""
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     x = np.asarray(x, order="C")
     grad = np.asarray(np.broadcast_to(grad, x.shape), dtype=x.dtype, order="C")
     dx = np.empty_like(x)

@@ -120,7 +120,9 @@ _TANH_CUBIC = 0.044715
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
-def _check_approximate(approximate: str) -> None:
+def check_gelu_approximate(approximate: str) -> None:
+    """Refuse a GELU ``approximate`` other than PyTorch's two: ``"none"`` (exact, with erf) and
+    ``"tanh"``; every backend's GELU kernels check it the same way."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
 
@@ -145,7 +147,7 @@ def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:
     "none": Phi(x) = (1 + erf(x/sqrt 2)) / 2 exactly. "tanh": Phi(x) ~ (1 + tanh(u)) / 2 with
     u = sqrt(2/pi) * (x + 0.044715 x^3), the cheaper approximation GPT-2 and PyTorch offer.
     """
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     if approximate == "tanh":
         return x * _sigmoid(2.0 * _tanh_inner(x))
     return (x * _normal_cdf(x)).astype(x.dtype, copy=False)
@@ -158,7 +160,7 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
     Tanh: with t = tanh(u), d/dx = (1+t)/2 + x/2 * (1 - t^2) * u'(x), u'(x) = sqrt(2/pi) *
     (1 + 3*0.044715 x^2); in sigmoid form (1+t)/2 = s(2u) and (1 - t^2)/2 = 2 s(2u) s(-2u).
     """
-    _check_approximate(approximate)
+    check_gelu_approximate(approximate)
     if approximate == "tanh":
         u = _tanh_inner(x)
         rising, falling = _sigmoid(2.0 * u), _sigmoid(-2.0 * u)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.conv import _pair, conv2d
+from ...ops.conv import conv2d
+from ...ops.sizes import int_pair
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
@@ -21,13 +22,14 @@ class Conv2d(Module):
             raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} "
                              f"and out_channels={out_channels}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
+        self.kernel_size = int_pair(kernel_size, "Conv2d", "kernel_size")
+        self.stride = int_pair(stride, "Conv2d", "stride")
         # PyTorch's 'same' and 'valid' are kept as strings (conv2d resolves them per input).
-        self.padding = padding if padding in ("same", "valid") else _pair(padding, "padding")
+        self.padding = padding if padding in ("same", "valid") else \
+            int_pair(padding, "Conv2d", "padding")
         if self.padding == "same" and self.stride != (1, 1):
             raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
-        self.dilation = _pair(dilation, "dilation")
+        self.dilation = int_pair(dilation, "Conv2d", "dilation")
         shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(init.new_storage(shape, dtype))
         self.bias = Parameter(init.new_storage((out_channels,), dtype)) if bias else None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.conv import _pair
-from ...ops.conv1d import single_int, conv1d
+from ...ops.conv1d import conv1d
+from ...ops.sizes import int_pair, single_int
 from ...ops.conv_transpose import conv_transpose2d
 from .. import init
 from ..module import Module
@@ -65,10 +65,11 @@ class ConvTranspose2d(Module):
         super().__init__()
         _check_groups("ConvTranspose2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
-        self.output_padding = _pair(output_padding, "output_padding")
-        self.dilation = _pair(dilation, "dilation")
+        self.kernel_size = int_pair(kernel_size, "ConvTranspose2d", "kernel_size")
+        self.stride = int_pair(stride, "ConvTranspose2d", "stride")
+        self.padding = int_pair(padding, "ConvTranspose2d", "padding")
+        self.output_padding = int_pair(output_padding, "ConvTranspose2d", "output_padding")
+        self.dilation = int_pair(dilation, "ConvTranspose2d", "dilation")
         if any(o >= s for o, s in zip(self.output_padding, self.stride)):
             raise ValueError(f"ConvTranspose2d: output_padding {self.output_padding} must be "
                              f"smaller than stride {self.stride}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...ops.conv import _pair
+from ...ops.sizes import int_pair, pool_window
 from ...ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ..module import Module
 from ..registry import register_module
@@ -12,10 +12,9 @@ from ..registry import register_module
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
-        self.padding, self.dilation = _pair(padding, "padding"), _pair(dilation, "dilation")
-        self.ceil_mode = bool(ceil_mode)
+        self.kernel_size, self.stride, self.padding = pool_window(
+            "MaxPool2d", kernel_size, stride, padding)
+        self.dilation, self.ceil_mode = int_pair(dilation, "MaxPool2d", "dilation"), bool(ceil_mode)
 
     def forward(self, x):
         return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
@@ -32,9 +31,8 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "stride")
-        self.padding = _pair(padding, "padding")
+        self.kernel_size, self.stride, self.padding = pool_window(
+            "AvgPool2d", kernel_size, stride, padding)
         self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
 
     def forward(self, x):

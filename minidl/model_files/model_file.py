@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 
-from minidl.io import layout
-from minidl.io.errors import CheckpointError, CorruptFileError, ModelSpecError, WrongKindError
-from minidl.io.reader import open_regular_file, read_contents
+from minidl import random as md_random
+from minidl.io.errors import ModelSpecError, WrongKindError
+from minidl.io.reader import model_contents, read_contents
 from minidl.io.writer import write_file
-
-ONNX_SUFFIX = ".onnx"
-
+from minidl.model_files.routing import file_format, import_onnx_model
+from minidl.nn import init
+from minidl.nn.spec import module_from_spec, module_to_spec
 
 MODEL_SUFFIX = ".mdl"
 
@@ -28,8 +28,6 @@ MODEL_SUFFIX = ".mdl"
 def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -> str:
     """Save ``model``'s topology and its ``state_dict()`` (weights and buffers) to ``path``;
     ``.mdl`` is added when the name has no suffix.  Returns the path written."""
-    from minidl.nn.spec import module_to_spec
-
     path = os.fspath(path)
     if not os.path.splitext(path)[1]:
         path += MODEL_SUFFIX
@@ -37,53 +35,6 @@ def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -
     state = model.state_dict()
     write_file(path, {"spec": spec}, dict(state), kind="model", key=key, durable=durable)
     return path
-
-
-def model_contents(path, metadata: dict, tensors: dict) -> dict:
-    """The validated ``{"spec", "state_dict"}`` of a model file's header and tensors."""
-    spec = metadata.get("spec")
-    if not isinstance(spec, dict):
-        raise CorruptFileError(path, "model file has no topology ('spec' map) in its metadata")
-    return {"spec": spec, "state_dict": dict(tensors)}
-
-
-def _file_format(path: str) -> str:
-    """``"minidl"`` or ``"onnx"``, decided by the file's first bytes, never by its name alone.
-
-    A minidl file starts with its magic; one whose magic is damaged in a single byte is still
-    a (damaged) minidl file, and the minidl reader says so.  An ONNX model is a protobuf
-    whose first field is ir_version (field 1, varint): tag byte 0x08.  The ``.onnx``
-    extension only decides for files that are neither.
-    """
-    with open_regular_file(path) as file:
-        try:
-            start = file.read(len(layout.MAGIC))
-        except OSError as exc:
-            raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
-    matching = sum(a == b for a, b in zip(start, layout.MAGIC))
-    if len(start) == len(layout.MAGIC) and matching >= len(layout.MAGIC) - 1:
-        return "minidl"
-    if start[:1] == b"\x08" or path.lower().endswith(ONNX_SUFFIX):
-        return "onnx"
-    return "minidl"  # the reader explains what is wrong with it
-
-
-def _import_onnx(path: str):
-    """The ONNX importer, with every failure reported as a ``CheckpointError``."""
-    try:
-        from minidl.onnx import import_model
-    except ImportError as exc:
-        raise CheckpointError(path, f"cannot import ONNX models: {exc}") from None
-    try:
-        return import_model(path)
-    except CheckpointError:
-        raise
-    except (MemoryError, RecursionError) as exc:
-        raise CorruptFileError(path, f"ONNX model is too large or too deeply nested to "
-                                     f"import ({type(exc).__name__})") from None
-    except Exception as exc:  # a bad protobuf, an unsupported operator, unsafe external data
-        raise ModelSpecError(path, f"cannot import the ONNX model: {type(exc).__name__}: "
-                                   f"{exc}") from exc
 
 
 def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bool = True):
@@ -102,10 +53,8 @@ def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bo
         raise ValueError("load_model always verifies the file: a model's weights are trusted "
                          "as a model; use minidl.load(path, verify=False) to read raw arrays")
     path = os.fspath(path)
-    if _file_format(path) == "onnx":
-        return _import_onnx(path)
-    from minidl import random as md_random
-
+    if file_format(path) == "onnx":
+        return import_onnx_model(path)
     rng_state = md_random.get_rng_state()
     try:
         built = {}
@@ -133,11 +82,6 @@ def _build_for(path: str, info):
     if info.kind != "model":
         raise WrongKindError(path, f"holds a {info.kind!r} file, not a model (use minidl.load)")
     spec = model_contents(path, info.metadata, {})["spec"]
-    try:
-        from minidl.nn import init
-        from minidl.nn.spec import module_from_spec
-    except ImportError as exc:
-        raise CheckpointError(path, f"cannot rebuild models: {exc}") from None
     try:
         with init.skip_init():
             module = module_from_spec(spec)

@@ -6,28 +6,22 @@ import types
 import numpy as np
 import pytest
 
+import minidl as md
 import minidl.io as mio
+from minidl import model_files
 
 
-def _engine():
-    """The nn engine, or skip: these tests need minidl.nn.spec (module_to_spec/module_from_spec)."""
-    pytest.importorskip("minidl.nn.spec", reason="minidl.nn.spec is not available yet")
-    import minidl
-    return minidl
-
-
-def small_model(md):
+def small_model():
     nn = md.nn
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
 def test_model_round_trip_computes_the_same_function(tmp_path):
-    md = _engine()
     md.manual_seed(0)
-    model = small_model(md)
+    model = small_model()
     path = tmp_path / "m.mdl"
-    mio.save_model(model, path)
-    rebuilt = mio.load_model(path)
+    model_files.save_model(model, path)
+    rebuilt = model_files.load_model(path)
     assert type(rebuilt) is type(model)
     for (k1, v1), (k2, v2) in zip(model.state_dict().items(), rebuilt.state_dict().items()):
         assert k1 == k2
@@ -37,17 +31,15 @@ def test_model_round_trip_computes_the_same_function(tmp_path):
 
 
 def test_buffers_are_saved(tmp_path):
-    md = _engine()
     model = md.nn.Sequential(md.nn.Linear(3, 3), md.nn.BatchNorm1d(3))
     model.state_dict()  # running_mean, running_var, num_batches_tracked included
-    mio.save_model(model, tmp_path / "bn.mdl")
+    model_files.save_model(model, tmp_path / "bn.mdl")
     names = [e.name for e in mio.read_header(tmp_path / "bn.mdl").entries]
     assert names == list(model.state_dict())
     assert any("running_mean" in n for n in names)
 
 
 def test_user_layer_loads_only_after_registration(tmp_path):
-    md = _engine()
     from minidl.nn.registry import unregister_module
 
     class Scale(md.nn.Module):
@@ -63,11 +55,11 @@ def test_user_layer_loads_only_after_registration(tmp_path):
 
     md.nn.register_module(Scale)
     try:
-        mio.save_model(md.nn.Sequential(md.nn.Linear(2, 2), Scale(3.0)), tmp_path / "s.mdl")
-        assert mio.load_model(tmp_path / "s.mdl")[1].factor == 3.0
+        model_files.save_model(md.nn.Sequential(md.nn.Linear(2, 2), Scale(3.0)), tmp_path / "s.mdl")
+        assert model_files.load_model(tmp_path / "s.mdl")[1].factor == 3.0
         unregister_module("Scale")
         with pytest.raises(mio.ModelSpecError, match="Scale"):
-            mio.load_model(tmp_path / "s.mdl")
+            model_files.load_model(tmp_path / "s.mdl")
     finally:
         unregister_module("Scale")
 
@@ -77,11 +69,10 @@ def _model_file(path, spec, tensors=None):
 
 
 def test_file_naming_code_to_import_is_refused_and_nothing_is_imported(tmp_path):
-    _engine()
     spec = {"type": "minidl_evil_payload.Exploit", "args": {}, "children": []}
     _model_file(tmp_path / "evil.mdl", spec)
     with pytest.raises(mio.ModelSpecError, match="minidl_evil_payload"):
-        mio.load_model(tmp_path / "evil.mdl")
+        model_files.load_model(tmp_path / "evil.mdl")
     assert "minidl_evil_payload" not in sys.modules
 
 
@@ -92,20 +83,18 @@ def test_file_naming_code_to_import_is_refused_and_nothing_is_imported(tmp_path)
     {"args": {}},
 ])
 def test_bad_topologies_raise_checkpoint_errors(tmp_path, spec):
-    _engine()
     _model_file(tmp_path / "bad.mdl", spec)
     with pytest.raises(mio.CheckpointError):
-        mio.load_model(tmp_path / "bad.mdl")
+        model_files.load_model(tmp_path / "bad.mdl")
 
 
 def test_weights_that_do_not_fit(tmp_path):
-    md = _engine()
     model = md.nn.Linear(2, 3)
     from minidl.nn.spec import module_to_spec
     _model_file(tmp_path / "w.mdl", module_to_spec(model),
                 {"weight": np.zeros((5, 5), np.float32), "bias": np.zeros(3, np.float32)})
     with pytest.raises(mio.ModelSpecError, match="weight"):
-        mio.load_model(tmp_path / "w.mdl")
+        model_files.load_model(tmp_path / "w.mdl")
 
 
 # ------------------------------------------------ tests that need no engine
@@ -113,21 +102,21 @@ def test_weights_that_do_not_fit(tmp_path):
 def test_model_file_without_spec(tmp_path):
     mio.write_file(tmp_path / "m.mdl", {}, {}, kind="model")
     with pytest.raises(mio.CorruptFileError, match="spec"):
-        mio.load_model(tmp_path / "m.mdl")
+        model_files.load_model(tmp_path / "m.mdl")
 
 
 def test_load_model_refuses_values_files(tmp_path):
     mio.save({"w": np.zeros(2)}, tmp_path / "v.mdl")
     with pytest.raises(mio.WrongKindError):
-        mio.load_model(tmp_path / "v.mdl")
+        model_files.load_model(tmp_path / "v.mdl")
 
 
 def test_load_model_errors_for_bad_files(tmp_path):
     with pytest.raises(mio.MissingFileError):
-        mio.load_model(tmp_path / "none.mdl")
+        model_files.load_model(tmp_path / "none.mdl")
     (tmp_path / "junk.mdl").write_bytes(b"\x00junk")
     with pytest.raises(mio.NotAMinidlFileError):
-        mio.load_model(tmp_path / "junk.mdl")
+        model_files.load_model(tmp_path / "junk.mdl")
 
 
 def test_load_on_a_model_file_gives_spec_and_state_dict(tmp_path):
@@ -143,7 +132,7 @@ def test_onnx_files_are_dispatched_to_the_onnx_importer(tmp_path, monkeypatch):
     fake.import_model = lambda path: calls.append(path) or "imported"
     monkeypatch.setitem(sys.modules, "minidl.onnx", fake)
     (tmp_path / "m.onnx").write_bytes(b"\x08\x07")
-    assert mio.load_model(tmp_path / "m.onnx") == "imported"
+    assert model_files.load_model(tmp_path / "m.onnx") == "imported"
     (tmp_path / "renamed.bin").write_bytes(b"\x08\x07")
-    assert mio.load_model(tmp_path / "renamed.bin") == "imported"
+    assert model_files.load_model(tmp_path / "renamed.bin") == "imported"
     assert calls == [str(tmp_path / "m.onnx"), str(tmp_path / "renamed.bin")]
