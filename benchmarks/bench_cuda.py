@@ -8,12 +8,20 @@ Measures, on ``cuda:0``:
 * a CIFAR-shaped CNN (3x32x32 input, two Conv-BN-ReLU-MaxPool stages, a Linear head), batch 128,
   SGD with momentum: steps per second (target for both models: at least 0.3x PyTorch);
 * host<->device copies of 256 MiB: GB/s each way, to compare with the link's figure (PCIe 4.0
-  x16 about 25 GB/s, PCIe 5.0 about 50 GB/s, NVLink-C2C far more).
+  x16 about 25 GB/s, PCIe 5.0 about 50 GB/s, NVLink-C2C far more);
+* the caching allocator: the GPU memory the CNN's training uses at its peak and holds
+  (``md.cuda.max_memory_allocated``, ``md.cuda.memory_reserved``) and how many ``cudaMalloc``
+  calls its timed steps made (0 once the pool is warm).
 
 Every figure is the median of a few timed repeats after a warm-up (compilation happens in the
-warm-up). GPU work is asynchronous, so each timing ends by reading a result (minidl) or with
-``torch.cuda.synchronize()``. Run: ``python benchmarks/bench_cuda.py [--quick]``. Without a CUDA
-GPU it says so and exits (numba's simulator is far too slow to time anything).
+warm-up). GPU work is asynchronous, so each timing ends by waiting for the GPU
+(``numba.cuda.synchronize()``, ``torch.cuda.synchronize()``).
+
+Run: ``python benchmarks/bench_cuda.py [--quick | --smoke]``. Without a CUDA GPU it says so and
+exits: numba's simulator is far too slow to time anything. ``--smoke`` is the exception: it runs
+every row's code with tiny sizes, once, on whatever there is (the simulator included, and
+PyTorch on the CPU when it has no CUDA), to prove the script works before a GPU is at hand;
+its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -22,21 +30,61 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 
-def _torch_cuda():
+@dataclass(frozen=True)
+class Sizes:
+    """How big each measurement is."""
+
+    gemm: int  # SGEMM of gemm x gemm by gemm x gemm
+    mlp: tuple  # (inputs, hidden, classes)
+    cnn: tuple  # (image side, first channels, second channels, classes)
+    batch: int
+    mlp_steps: int
+    cnn_steps: int
+    copy_bytes: int
+    repeats: int
+
+
+FULL = Sizes(gemm=4096, mlp=(784, 512, 10), cnn=(32, 32, 64, 10), batch=128, mlp_steps=20,
+             cnn_steps=5, copy_bytes=256 << 20, repeats=5)
+QUICK = Sizes(gemm=1024, mlp=(784, 512, 10), cnn=(32, 32, 64, 10), batch=128, mlp_steps=20,
+              cnn_steps=5, copy_bytes=64 << 20, repeats=2)
+SMOKE = Sizes(gemm=8, mlp=(6, 4, 3), cnn=(4, 2, 2, 3), batch=1, mlp_steps=1, cnn_steps=1,
+              copy_bytes=1 << 10, repeats=1)
+
+
+def torch_device(smoke: bool):
+    """(torch, its device) to compare with, or (None, None). A smoke run takes PyTorch's CPU
+    when it has no CUDA, so that the comparison's code runs too."""
     try:
         import torch
     except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
+        return None, None
+    if torch.cuda.is_available():
+        return torch, "cuda"
+    return (torch, "cpu") if smoke else (None, None)
 
 
-def timed(function, repeats: int) -> float:
-    """Median seconds of ``function()`` after one warm-up call."""
+def wait_for_gpu() -> None:
+    """Block until the GPU has finished all queued minidl work (numba's default stream)."""
+    from numba import cuda
+    cuda.synchronize()
+
+
+def wait_for_torch(torch, device) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(function, repeats: int, after_warm_up=None) -> float:
+    """Median seconds of ``function()`` after one warm-up call (then ``after_warm_up()``)."""
     function()
+    if after_warm_up is not None:
+        after_warm_up()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -45,75 +93,75 @@ def timed(function, repeats: int) -> float:
     return statistics.median(times)
 
 
-def wait_for_gpu(*results) -> None:
-    """Block until the GPU has finished the kernels producing ``results`` (all queued work)."""
-    from numba import cuda
-    cuda.synchronize()
-
-
 # -- SGEMM -----------------------------------------------------------------------------------------
 
-def sgemm(size: int, repeats: int, torch):
+def sgemm(sizes: Sizes, torch, device):
     import minidl as md
+    size = sizes.gemm
     rng = np.random.default_rng(0)
     a = md.tensor(rng.standard_normal((size, size), dtype=np.float32)).to("cuda")
     b = md.tensor(rng.standard_normal((size, size), dtype=np.float32)).to("cuda")
     flops = 2.0 * size ** 3
 
     def run_minidl():
-        wait_for_gpu(a @ b)
-    rows = [("minidl", flops / timed(run_minidl, repeats) / 1e9)]
+        a @ b
+        wait_for_gpu()
+    ours = flops / timed(run_minidl, sizes.repeats) / 1e9
+    theirs = None
     if torch is not None:
-        ta, tb = torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")
+        ta = torch.randn(size, size, device=device)
+        tb = torch.randn(size, size, device=device)
         torch.backends.cuda.matmul.allow_tf32 = False  # a float32 product, as minidl's
 
         def run_torch():
             ta @ tb
-            torch.cuda.synchronize()
-        rows.append(("torch", flops / timed(run_torch, repeats) / 1e9))
-    return rows
+            wait_for_torch(torch, device)
+        theirs = flops / timed(run_torch, sizes.repeats) / 1e9
+    return [("matmul", ours, theirs)]
 
 
 # -- models ----------------------------------------------------------------------------------------
 
-def mlp_minidl():
-    from minidl import nn
-    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                         nn.Linear(512, 10))
+def mlp(nn, sizes: Sizes):
+    inputs, hidden, classes = sizes.mlp
+    return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                         nn.ReLU(), nn.Linear(hidden, classes))
 
 
-def cnn_minidl():
-    from minidl import nn
+def cnn(nn, sizes: Sizes):
+    """Two Conv-BN-ReLU-MaxPool stages and a Linear head; ``nn`` is minidl's or PyTorch's (the
+    layer names and arguments are the same)."""
+    side, first, second, classes = sizes.cnn
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+        nn.Conv2d(3, first, 3, padding=1), nn.BatchNorm2d(first), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(first, second, 3, padding=1), nn.BatchNorm2d(second), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(second * (side // 4) ** 2, classes))
 
 
-def mlp_torch(torch):
-    nn = torch.nn
-    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                         nn.Linear(512, 10))
+def input_shape(name: str, sizes: Sizes) -> tuple:
+    if name == "mlp":
+        return (sizes.batch, sizes.mlp[0])
+    return (sizes.batch, 3, sizes.cnn[0], sizes.cnn[0])
 
 
-def cnn_torch(torch):
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
-
-
-def steps_per_second(name: str, input_shape, optimizer: str, steps: int, repeats: int, torch):
+def steps_per_second(name: str, sizes: Sizes, torch, device, memory: dict | None = None):
+    """Training steps per second of the ``name`` model ("mlp": Adam, "cnn": SGD momentum); fills
+    ``memory`` with the allocator's figures for minidl's timed steps when given."""
     import minidl as md
     from minidl import nn, optim
+    build = mlp if name == "mlp" else cnn
+    steps = sizes.mlp_steps if name == "mlp" else sizes.cnn_steps
+    classes = (sizes.mlp if name == "mlp" else sizes.cnn)[-1]
     rng = np.random.default_rng(0)
-    x_host = rng.standard_normal(input_shape, dtype=np.float32)
-    y_host = rng.integers(0, 10, input_shape[0])
+    x_host = rng.standard_normal(input_shape(name, sizes), dtype=np.float32)
+    y_host = rng.integers(0, classes, sizes.batch)
 
+    if memory is not None:  # count this model's memory only: earlier rows' cached blocks go
+        md.cuda.empty_cache()
+        md.cuda.reset_peak_memory_stats()
     md.manual_seed(0)
-    model = (mlp_minidl if name == "mlp" else cnn_minidl)().to("cuda")
-    opt = optim.Adam(model.parameters(), lr=1e-3) if optimizer == "adam" else \
+    model = build(nn, sizes).to("cuda")
+    opt = optim.Adam(model.parameters(), lr=1e-3) if name == "mlp" else \
         optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = md.tensor(x_host).to("cuda"), md.tensor(y_host).to("cuda")
 
@@ -123,13 +171,22 @@ def steps_per_second(name: str, input_shape, optimizer: str, steps: int, repeats
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
-        wait_for_gpu(loss)
-    rows = [("minidl", steps / timed(run_minidl, repeats))]
+        wait_for_gpu()
+    def count_from_here():  # the warm-up's steps filled the allocator's pool
+        mallocs["start"] = md.cuda.memory_stats()["num_device_alloc"]
+    mallocs = {}
+    ours = steps / timed(run_minidl, sizes.repeats, count_from_here)
+    if memory is not None:
+        memory["reserved"] = md.cuda.memory_reserved()
+        memory["peak"] = md.cuda.max_memory_allocated()
+        memory["mallocs"] = md.cuda.memory_stats()["num_device_alloc"] - mallocs["start"]
+        memory["steps"] = steps * sizes.repeats
+    theirs = None
     if torch is not None:
-        tmodel = (mlp_torch(torch) if name == "mlp" else cnn_torch(torch)).cuda()
-        topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3) if optimizer == "adam" else \
+        tmodel = build(torch.nn, sizes).to(device)
+        topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3) if name == "mlp" else \
             torch.optim.SGD(tmodel.parameters(), lr=0.01, momentum=0.9)
-        tx, ty = torch.from_numpy(x_host).cuda(), torch.from_numpy(y_host).cuda()
+        tx, ty = torch.from_numpy(x_host).to(device), torch.from_numpy(y_host).to(device)
 
         def run_torch():
             for _ in range(steps):
@@ -137,45 +194,54 @@ def steps_per_second(name: str, input_shape, optimizer: str, steps: int, repeats
                 loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
                 loss.backward()
                 topt.step()
-            torch.cuda.synchronize()
-        rows.append(("torch", steps / timed(run_torch, repeats)))
-    return rows
+            wait_for_torch(torch, device)
+        theirs = steps / timed(run_torch, sizes.repeats)
+    return [("training steps", ours, theirs)]
 
 
 # -- copies ----------------------------------------------------------------------------------------
 
-def copies(megabytes: int, repeats: int, torch):
+def copies(sizes: Sizes, torch, device):
     import minidl as md
-    host = np.ones(megabytes * (1 << 20) // 4, np.float32)
+    host = np.ones(sizes.copy_bytes // 4, np.float32)
     on_cpu = md.tensor(host)
     on_gpu = on_cpu.to("cuda")
     size_gb = host.nbytes / 1e9
-    rows = [("minidl host->device", size_gb / timed(lambda: wait_for_gpu(on_cpu.to("cuda")),
-                                                     repeats)),
-            ("minidl device->host", size_gb / timed(lambda: on_gpu.numpy(), repeats))]
+
+    def upload():
+        on_cpu.to("cuda")
+        wait_for_gpu()
+    rows = [["host->device", size_gb / timed(upload, sizes.repeats), None],
+            ["device->host", size_gb / timed(on_gpu.numpy, sizes.repeats), None]]
     if torch is not None:
         t_host = torch.from_numpy(host)
-        t_gpu = t_host.cuda()
+        t_gpu = t_host.to(device)
 
-        def up():
-            t_host.cuda()
-            torch.cuda.synchronize()
-        rows += [("torch host->device", size_gb / timed(up, repeats)),
-                 ("torch device->host", size_gb / timed(lambda: t_gpu.cpu(), repeats))]
-    return rows
+        def torch_upload():
+            t_host.to(device)
+            wait_for_torch(torch, device)
+        rows[0][2] = size_gb / timed(torch_upload, sizes.repeats)
+        rows[1][2] = size_gb / timed(t_gpu.cpu, sizes.repeats)
+    return [tuple(row) for row in rows]
 
 
-def print_table(title, unit, rows):
-    print(f"\n{title}")
-    reference = dict(rows).get("torch")
-    for name, value in rows:
-        ratio = f"  ({value / reference:.2f}x torch)" if reference and name != "torch" else ""
-        print(f"  {name:<22} {value:>12,.1f} {unit}{ratio}")
+def print_table(title: str, unit: str, rows) -> None:
+    """One table: each row's minidl and PyTorch figures in ``unit`` and their ratio."""
+    print(f"\n{title} ({unit})")
+    print(f"  {'':<16} {'minidl':>12} {'torch':>12} {'minidl/torch':>13}")
+    for name, ours, theirs in rows:
+        torch_text = f"{theirs:>12,.1f}" if theirs is not None else f"{'-':>12}"
+        ratio = f"{ours / theirs:>12.2f}x" if theirs else f"{'-':>13}"
+        print(f"  {name:<16} {ours:>12,.1f} {torch_text} {ratio}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    chosen.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, once: checks that every row runs (also on numba's "
+                             "simulator); the figures mean nothing")
     args = parser.parse_args(argv)
     import minidl as md
     if not md.cuda.is_available():
@@ -183,21 +249,34 @@ def main(argv=None) -> int:
               "minidl[cuda]); nothing to measure. numba's simulator is for tests, not timings.")
         return 0
     from minidl.backend.cuda.device import SIMULATED
-    if SIMULATED:
+    if SIMULATED and not args.smoke:
         print("bench_cuda: NUMBA_ENABLE_CUDASIM is set: the simulator runs kernels in Python "
-              "and cannot be timed meaningfully; unset it on a GPU machine.")
+              "and cannot be timed meaningfully; unset it on a GPU machine (or pass --smoke "
+              "to check that the script runs).")
         return 0
-    torch = _torch_cuda()
-    if torch is None:
+    sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
+    torch, device = torch_device(args.smoke)
+    if args.smoke:
+        print(f"bench_cuda --smoke: tiny sizes, one repeat, PyTorch on "
+              f"{device or 'nothing'}; the figures below mean nothing")
+    elif torch is None:
         print("(PyTorch with CUDA is not installed: minidl's figures only)")
-    repeats = 2 if args.quick else 5
-    size = 1024 if args.quick else 4096
-    print_table(f"SGEMM {size}^3 float32", "GFLOP/s", sgemm(size, repeats, torch))
-    print_table("MLP 784-512-512-10, batch 128, Adam", "steps/s",
-                steps_per_second("mlp", (128, 784), "adam", 20, repeats, torch))
-    print_table("CNN (CIFAR-shaped, BatchNorm), batch 128, SGD momentum", "steps/s",
-                steps_per_second("cnn", (128, 3, 32, 32), "sgd", 5, repeats, torch))
-    print_table("Copies of 256 MiB", "GB/s", copies(64 if args.quick else 256, repeats, torch))
+    n = sizes.gemm
+    print_table(f"SGEMM {n}x{n}x{n} float32", "GFLOP/s", sgemm(sizes, torch, device))
+    inputs, hidden, classes = sizes.mlp
+    print_table(f"MLP {inputs}-{hidden}-{hidden}-{classes}, batch {sizes.batch}, Adam",
+                "steps/s", steps_per_second("mlp", sizes, torch, device))
+    memory = {}
+    side = sizes.cnn[0]
+    print_table(f"CNN ({side}x{side} RGB, BatchNorm), batch {sizes.batch}, SGD momentum",
+                "steps/s", steps_per_second("cnn", sizes, torch, device, memory))
+    amount = (f"{sizes.copy_bytes >> 20} MiB" if sizes.copy_bytes >= 1 << 20
+              else f"{sizes.copy_bytes >> 10} KiB")
+    print_table(f"Copies of {amount}", "GB/s",
+                copies(sizes, torch, device))
+    print(f"\nCaching allocator, CNN training: {memory['peak'] / (1 << 20):,.1f} MiB peak in use, "
+          f"{memory['reserved'] / (1 << 20):,.1f} MiB reserved; {memory['mallocs']} cudaMalloc "
+          f"calls in {memory['steps']} timed steps")
     return 0
 
 

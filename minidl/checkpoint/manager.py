@@ -39,6 +39,7 @@ from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoi
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
 from minidl.io.atomic import temp_is_abandoned
+from minidl.placement import check_device
 from minidl.validation import check_non_negative_int, check_number
 
 
@@ -65,6 +66,11 @@ def _check_interval(name: str, value, integer: bool):
         return check_non_negative_int(name, value, minimum=1)
     check_number(name, value, low=0, low_open=True)
     return value
+
+
+def _checked_device(map_location):
+    """The canonical device name once its backend works (None: every object keeps its own)."""
+    return None if map_location is None else check_device(map_location)
 
 
 class CheckpointManager:
@@ -290,8 +296,12 @@ class CheckpointManager:
 
     # -- restoring -------------------------------------------------------------------------------
 
-    def restore_latest(self, strict: bool = True) -> int | None:
+    def restore_latest(self, strict: bool = True, *, map_location=None) -> int | None:
         """Restore the newest sound checkpoint; returns its step, or None when there is none.
+
+        ``map_location`` (``"cpu"``, ``"cuda:0"``) is as for :meth:`Checkpoint.restore
+        <minidl.checkpoint.Checkpoint.restore>`: the tracked modules (and with them the
+        optimizer's state) end up on that device; by default every object keeps its own.
 
         Any checkpoint that cannot be restored (damaged, truncated, of another kind, a wrong
         key, a state that does not fit the tracked objects) is skipped with a warning naming
@@ -301,27 +311,34 @@ class CheckpointManager:
         """
         self.wait()
         return self._restore_on_every_rank(lambda records: list(reversed(records)), strict,
-                                           "newest")
+                                           "newest", map_location)
 
-    def restore(self, path, strict: bool = True) -> int:
+    def restore(self, path, strict: bool = True, *, map_location=None) -> int:
         """Restore the chosen checkpoint file ``path`` (of this run or any other); returns its
-        step.  The save schedule counts from there, as after :meth:`restore_latest`."""
+        step.  The save schedule counts from there, as after :meth:`restore_latest`;
+        ``map_location`` is as there."""
         self.wait()
-        info = self.checkpoint.restore(path, key=self.key, strict=strict)
+        info = self.checkpoint.restore(path, key=self.key, strict=strict,
+                                       map_location=map_location)
         self.last_restored = info
         self._last_saved_step, self._last_save_time = info.step, self.clock()
         return info.step
 
-    def restore_best(self, strict: bool = True) -> int | None:
-        """Restore the best sound checkpoint by ``monitor``; returns its step, or None."""
+    def restore_best(self, strict: bool = True, *, map_location=None) -> int | None:
+        """Restore the best sound checkpoint by ``monitor``; returns its step, or None.
+        ``map_location`` is as for :meth:`restore_latest`."""
         if self.policy.monitor is None:
             raise ValueError("restore_best needs the manager to have monitor=")
         self.wait()
-        return self._restore_on_every_rank(self.policy.ranked_best, strict, "best")
+        return self._restore_on_every_rank(self.policy.ranked_best, strict, "best", map_location)
 
-    def _restore_on_every_rank(self, order, strict: bool, which: str) -> int | None:
+    def _restore_on_every_rank(self, order, strict: bool, which: str,
+                               map_location) -> int | None:
         try:
-            step = self._restore_first_sound(order, strict, which)
+            # The device is checked before any file is read, and inside the try: a rank that
+            # lacks it tells the others instead of leaving them waiting.
+            device = _checked_device(map_location)
+            step = self._restore_first_sound(order, strict, which, device)
         except BaseException as exc:
             data_parallel.check_same_step(self.directory, None, exc)
             raise
@@ -331,7 +348,7 @@ class CheckpointManager:
     # A directory that another process keeps changing is listed again at most this often.
     _MAX_RELISTS = 20
 
-    def _restore_first_sound(self, order, strict: bool, which: str) -> int | None:
+    def _restore_first_sound(self, order, strict: bool, which: str, device) -> int | None:
         failures: dict[str, CheckpointError] = {}
         for _ in range(self._MAX_RELISTS):
             self._refresh()
@@ -344,7 +361,8 @@ class CheckpointManager:
                 if record.path in failures:
                     continue  # already reported: an unchanged bad file stays bad
                 try:
-                    info = self.checkpoint.restore(record.path, key=self.key, strict=strict)
+                    info = self.checkpoint.restore(record.path, key=self.key, strict=strict,
+                                                   map_location=device)
                 except CheckpointError as exc:
                     if isinstance(exc, MissingFileError) and not os.path.lexists(record.path):
                         # Deleted under us, most likely by a writer's retention that has saved

@@ -18,12 +18,15 @@ from numba import njit
 NEWLINE, CR, SPACE, TAB = 10, 13, 32, 9
 PLUS, MINUS, DOT, BAR, HASH, COLON = 43, 45, 46, 124, 35, 58
 ZERO, NINE = 48, 57
+LOWER_E, LOWER_I, LOWER_N = 101, 105, 110
 
 # Exact powers of ten: every 10**k with k <= 22 is representable in float64, so
 # mantissa / 10**k is then a single correctly rounded operation.
 POWERS_OF_TEN = np.array([10.0 ** k for k in range(23)])
 # A signed 64-bit integer holds any 18-digit mantissa; later digits cannot change a float32.
 MAX_MANTISSA_DIGITS = 18
+# Any written exponent past this gives 0 or inf for every mantissa (float64 ends near 1e308).
+MAX_WRITTEN_EXPONENT = 100000
 # Special values, spelled in lower case as uint8 arrays (Numba freezes global arrays as constants).
 NAN_WORD = np.frombuffer(b"nan", dtype=np.uint8).copy()
 INF_WORD = np.frombuffer(b"inf", dtype=np.uint8).copy()
@@ -38,6 +41,13 @@ from minidl.data.parsing import (  # noqa: E402  (error codes shared with the re
 @njit(cache=True, nogil=True)
 def _is_blank(byte):
     return byte == SPACE or byte == TAB
+
+
+@njit(cache=True, nogil=True)
+def _skip_blanks(buf, start, end):
+    while start < end and _is_blank(buf[start]):
+        start += 1
+    return start
 
 
 @njit(cache=True, nogil=True)
@@ -56,12 +66,16 @@ def _matches_word(buf, start, end, word):
     return True
 
 
-@njit(cache=True, nogil=True)
+# parse_number and the steps of its hot path are inlined (``inline="always"``, Numba's own
+# inlining) into the kernels' loops: as separate calls the same code parses about 10% slower
+# (benchmarks/bench_data.py measures the kernels).
+@njit(cache=True, nogil=True, inline="always")
 def parse_number(buf, start, end):
     """Parse ``buf[start:end]`` (surrounding blanks allowed) as a decimal float.
 
-    Returns ``(ok, value)``. The digits are gathered into an integer mantissa and a power of ten,
-    ``value = mantissa * 10**exponent``, then scaled with exact powers of ten.
+    Returns ``(ok, value)``. The text is read in the order it is written — sign, digits with an
+    optional point, exponent — into an integer mantissa and a power of ten,
+    ``value = mantissa * 10**exponent``; only the last step rounds.
     """
     while start < end and _is_blank(buf[start]):
         start += 1
@@ -69,75 +83,124 @@ def parse_number(buf, start, end):
         end -= 1
     if start >= end:
         return False, 0.0
-    sign = 1.0
+    sign, start = _read_sign(buf, start)
+    if start < end and _starts_a_word(buf[start]):
+        return _parse_special_value(buf, start, end, sign)
+    i, mantissa, exponent, digits = _read_mantissa(buf, start, end)
+    if digits == 0:
+        return False, 0.0  # ".", "-", ".e5": no digit at all
+    if i < end and _lower(buf[i]) == LOWER_E:
+        i, ok, written = _read_exponent(buf, i + 1, end)
+        if not ok:
+            return False, 0.0
+        exponent += written
+    if i != end:
+        return False, 0.0  # something follows the number
+    return True, sign * _scale_by_power_of_ten(mantissa, exponent)
+
+
+@njit(cache=True, nogil=True)
+def _read_sign(buf, start):
+    """``(sign, position after it)``: an optional ``+`` or ``-``."""
     if buf[start] == MINUS:
-        sign = -1.0
-        start += 1
-    elif buf[start] == PLUS:
-        start += 1
-    if start < end and (_lower(buf[start]) == 110 or _lower(buf[start]) == 105):  # 'n' or 'i'
-        if _matches_word(buf, start, end, NAN_WORD):
-            return True, np.nan
-        if (_matches_word(buf, start, end, INF_WORD)
-                or _matches_word(buf, start, end, INFINITY_WORD)):
-            return True, sign * np.inf
-        return False, 0.0
+        return -1.0, start + 1
+    if buf[start] == PLUS:
+        return 1.0, start + 1
+    return 1.0, start
+
+
+@njit(cache=True, nogil=True)
+def _starts_a_word(byte):
+    """``n`` or ``i`` in either case: the text can only be nan, inf or infinity (or bad)."""
+    return _lower(byte) == LOWER_N or _lower(byte) == LOWER_I
+
+
+@njit(cache=True, nogil=True)
+def _parse_special_value(buf, start, end, sign):
+    """``nan``, ``inf`` or ``infinity`` in any case (NaN carries no sign), else not a number."""
+    if _matches_word(buf, start, end, NAN_WORD):
+        return True, np.nan
+    if _matches_word(buf, start, end, INF_WORD) or _matches_word(buf, start, end, INFINITY_WORD):
+        return True, sign * np.inf
+    return False, 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _read_mantissa(buf, i, end):
+    """Digits with an optional point, as ``(i, mantissa, exponent, digits read)``.
+
+    Only the first MAX_MANTISSA_DIGITS significant digits (leading zeros are not significant)
+    enter the mantissa, so it cannot overflow. Each digit kept after the point divides the value
+    by 10 (exponent - 1); a digit dropped before the point still multiplies it by 10
+    (exponent + 1); a digit dropped after the point changes nothing a float could hold.
+    """
     mantissa = 0
     significant = 0
     exponent = 0
-    seen_digit = False
-    i = start
+    digits = 0
     while i < end and ZERO <= buf[i] <= NINE:
-        seen_digit = True
+        digits += 1
         if significant < MAX_MANTISSA_DIGITS:
             mantissa = mantissa * 10 + (buf[i] - ZERO)
             if mantissa > 0:
                 significant += 1
         else:
-            exponent += 1  # a dropped integer digit still scales the value
+            exponent += 1
         i += 1
     if i < end and buf[i] == DOT:
         i += 1
         while i < end and ZERO <= buf[i] <= NINE:
-            seen_digit = True
+            digits += 1
             if significant < MAX_MANTISSA_DIGITS:
                 mantissa = mantissa * 10 + (buf[i] - ZERO)
                 if mantissa > 0:
                     significant += 1
                 exponent -= 1
             i += 1
-    if not seen_digit:
-        return False, 0.0
-    if i < end and _lower(buf[i]) == 101:  # 'e'
+    return i, mantissa, exponent, digits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _read_exponent(buf, i, end):
+    """The signed integer after ``e``: ``(i, ok, value)``; ``ok`` is False when no digit follows.
+
+    The value is capped at MAX_WRITTEN_EXPONENT: any larger power of ten already makes every
+    mantissa 0 or inf, and the cap keeps a long run of digits from overflowing.
+    """
+    exponent_sign = 1
+    if i < end and (buf[i] == MINUS or buf[i] == PLUS):
+        if buf[i] == MINUS:
+            exponent_sign = -1
         i += 1
-        exponent_sign = 1
-        if i < end and (buf[i] == MINUS or buf[i] == PLUS):
-            if buf[i] == MINUS:
-                exponent_sign = -1
-            i += 1
-        if i >= end or not (ZERO <= buf[i] <= NINE):
-            return False, 0.0
-        written = 0
-        while i < end and ZERO <= buf[i] <= NINE:
-            if written < 100000:  # beyond this every value is 0 or inf anyway
-                written = written * 10 + (buf[i] - ZERO)
-            i += 1
-        exponent += exponent_sign * written
-    if i != end:
-        return False, 0.0
+    if i >= end or not (ZERO <= buf[i] <= NINE):
+        return i, False, 0
+    written = 0
+    while i < end and ZERO <= buf[i] <= NINE:
+        if written < MAX_WRITTEN_EXPONENT:
+            written = written * 10 + (buf[i] - ZERO)
+        i += 1
+    return i, True, exponent_sign * written
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scale_by_power_of_ten(mantissa, exponent):
+    """``mantissa * 10**exponent`` as a float64.
+
+    With ``|exponent| <= 22`` this is one multiplication or division by an exact power of ten,
+    so a single rounding; beyond, the power is applied in exact steps of 10**22 first.
+    """
     value = float(mantissa)
-    if mantissa != 0:
-        while exponent > 22:
-            value *= POWERS_OF_TEN[22]
-            exponent -= 22
-        while exponent < -22:
-            value /= POWERS_OF_TEN[22]
-            exponent += 22
-        if exponent >= 0:
-            value *= POWERS_OF_TEN[exponent]
-        else:
-            value /= POWERS_OF_TEN[-exponent]
-    return True, sign * value
+    if mantissa == 0:
+        return value  # 0e99999 needs no scaling (and no loop over its exponent)
+    while exponent > 22:
+        value *= POWERS_OF_TEN[22]
+        exponent -= 22
+    while exponent < -22:
+        value /= POWERS_OF_TEN[22]
+        exponent += 22
+    if exponent >= 0:
+        return value * POWERS_OF_TEN[exponent]
+    return value / POWERS_OF_TEN[-exponent]
 
 
 @njit(cache=True, nogil=True)
@@ -216,13 +279,6 @@ def _find_stream(buf, start, end, names, name_starts):
             if same:
                 return s
     return -1
-
-
-@njit(cache=True, nogil=True)
-def _skip_blanks(buf, start, end):
-    while start < end and _is_blank(buf[start]):
-        start += 1
-    return start
 
 
 @njit(cache=True, nogil=True)

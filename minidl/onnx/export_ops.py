@@ -21,7 +21,6 @@ from . import batch_axis as batch
 from .dtypes import onnx_code
 from .errors import UnsupportedOperatorError
 
-INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63
 
 
@@ -342,72 +341,125 @@ def _export_batch_norm(builder, inputs, attrs, output):
 def _export_getitem(builder, inputs, attrs, output):
     """Basic indexing (ints, slices, None, ...) and one integer array, as NumPy defines them.
 
-    Each index part acts on one axis in turn: a slice becomes Slice, an int a Gather with a
-    scalar index (which removes the axis), None an Unsqueeze, an array a Gather (its axes take the
-    place of the indexed one — NumPy's rule when there is a single array index).
+    Each index part acts on one axis in turn, left to right, on the value built so far: None
+    inserts an axis (Unsqueeze), a slice keeps it (Slice), an array replaces it by the array's
+    axes (Gather), an int removes it (Gather with a scalar index). Alongside, the batch axis is
+    followed through each step, so the exported graph still accepts any batch size.
     """
-    (current,) = _names(builder, inputs)
     x = inputs[0]
-    parts = list(attrs["index"])
-    arrays = [p for p in parts if isinstance(p, np.ndarray) and p.ndim > 0]
-    ints = [p for p in parts if isinstance(p, (int, np.integer)) or (isinstance(p, np.ndarray)
-                                                                    and p.ndim == 0)]
+    current = builder.name_of(x)
+    batch_axis = builder.batch_axis[current]
+    axis = 0  # where the next part acts in the value being built
+    input_axes = iter(x.shape)  # sizes of the input's axes: each part but None consumes one
+    for part in _one_part_per_axis(list(attrs["index"]), x.ndim):
+        if part is None:
+            current, batch_axis = _insert_axis(builder, current, axis, batch_axis)
+            axis += 1
+        elif isinstance(part, slice):
+            current, batch_axis = _slice_axis(builder, current, axis, batch_axis, part,
+                                              next(input_axes))
+            axis += 1
+        elif _is_index_array(part):
+            current, batch_axis = _gather_axis(builder, current, axis, batch_axis, part)
+            next(input_axes)
+            axis += part.ndim
+        else:
+            current, batch_axis = _take_one(builder, current, axis, batch_axis, part,
+                                            next(input_axes))
+    if current == builder.name_of(x):  # x[:] or x[...]: no node was needed
+        builder.alias(output, current, batch_axis)
+    else:
+        builder.emit("Identity", [current], output, batch_axis)
+
+
+def _is_index_array(part) -> bool:
+    return isinstance(part, np.ndarray) and part.ndim > 0
+
+
+def _one_part_per_axis(parts: list, ndim: int) -> list:
+    """The index with ``...`` expanded and missing trailing axes filled in, both with ``:``.
+
+    Afterwards every part but None consumes exactly one input axis, in order. Refuses what the
+    axis-by-axis walk cannot express: several index arrays, or an array beside an int (NumPy
+    treats that int as one more index array), because NumPy then broadcasts the arrays together
+    and may move their axes to the front.
+    """
+    arrays = [p for p in parts if _is_index_array(p)]
+    ints = [p for p in parts if isinstance(p, (int, np.integer))
+            or (isinstance(p, np.ndarray) and p.ndim == 0)]
     if len(arrays) > 1 or (arrays and ints):
         raise UnsupportedOperatorError("GetItem with several integer-array indices",
                                        ["GetItem(advanced indexing)"])
     consumed = sum(1 for p in parts if p is not None and p is not Ellipsis)
+    whole_axes = [slice(None)] * (ndim - consumed)
     ellipsis = [i for i, p in enumerate(parts) if p is Ellipsis]
     if ellipsis:
-        parts[ellipsis[0]:ellipsis[0] + 1] = [slice(None)] * (x.ndim - consumed)
+        parts[ellipsis[0]:ellipsis[0] + 1] = whole_axes
     else:
-        parts += [slice(None)] * (x.ndim - consumed)  # unindexed trailing axes: taken whole
+        parts += whole_axes
+    return parts
 
-    axis_now, in_axis = 0, 0          # axis in the value being built, axis of the input
-    batch_now = builder.batch_axis[current]
-    for part in parts:
-        if part is None:
-            current = builder.add_node("Unsqueeze", [current, builder.int64s([axis_now], "axes")])
-            batch_now = batch_now + 1 if batch_now is not None and batch_now >= axis_now \
-                else batch_now
-            axis_now += 1
-            continue
-        size = x.shape[in_axis]
-        if isinstance(part, slice):
-            start, stop, step = part.indices(size)
-            if (start, stop, step) != (0, size, 1):
-                if step < 0 and stop < 0:
-                    stop = INT64_MIN  # "through the first element"; -1 would mean the last
-                current = builder.add_node("Slice", [
-                    current, builder.int64s([start], "starts"), builder.int64s([stop], "ends"),
-                    builder.int64s([axis_now], "axes"), builder.int64s([step], "steps")])
-                if batch_now == axis_now:
-                    batch_now = None
-            axis_now += 1
-        elif isinstance(part, np.ndarray) and part.ndim > 0:
-            indices = builder.name_of_array(part.astype(np.int64, copy=False)
-                                            if part.dtype != np.int64 else part, "indices")
-            current = builder.add_node("Gather", [current, indices], axis=axis_now)
-            index_batch = builder.batch_axis.get(indices)
-            if batch_now == axis_now:
-                batch_now = None
-            elif batch_now is not None and batch_now > axis_now:
-                batch_now += part.ndim - 1
-            if index_batch is not None:
-                batch_now = axis_now + index_batch
-            axis_now += part.ndim
-        else:
-            index = int(part) % size if size else int(part)
-            current = builder.add_node("Gather", [current, builder.constant(
-                np.asarray(index, np.int64), "index")], axis=axis_now)
-            if batch_now == axis_now:
-                batch_now = None
-            elif batch_now is not None and batch_now > axis_now:
-                batch_now -= 1
-        in_axis += 1
-    if current == builder.name_of(inputs[0]):
-        builder.alias(output, current, batch_now)
-    else:
-        builder.emit("Identity", [current], output, batch_now)
+
+def _insert_axis(builder, current, axis, batch_axis):
+    """``None``: a new axis of size 1 at ``axis``; a batch axis at or after it moves right."""
+    current = builder.add_node("Unsqueeze", [current, builder.int64s([axis], "axes")])
+    if batch_axis is not None and batch_axis >= axis:
+        batch_axis += 1
+    return current, batch_axis
+
+
+def _slice_axis(builder, current, axis, batch_axis, part: slice, size: int):
+    """A slice: one Slice node, none when it takes the whole axis.
+
+    The bounds are resolved against the traced size (``slice.indices``), as NumPy does. A slice
+    of the batch axis has a size fixed by the example, so the result no longer has a batch axis.
+    """
+    start, stop, step = part.indices(size)
+    if (start, stop, step) == (0, size, 1):
+        return current, batch_axis
+    if step < 0 and stop < 0:
+        # Going backwards through the first element: Python resolves that stop to -1, which
+        # ONNX would read as "the last element"; its most negative int64 means "before 0".
+        stop = INT64_MIN
+    current = builder.add_node("Slice", [
+        current, builder.int64s([start], "starts"), builder.int64s([stop], "ends"),
+        builder.int64s([axis], "axes"), builder.int64s([step], "steps")])
+    return current, None if batch_axis == axis else batch_axis
+
+
+def _gather_axis(builder, current, axis, batch_axis, part: np.ndarray):
+    """An integer array: Gather, whose result has the array's axes where ``axis`` was.
+
+    An index array the trace computed from the input (not a constant) carries its own batch axis,
+    which then becomes the result's.
+    """
+    indices = builder.name_of_array(part if part.dtype == np.int64 else part.astype(np.int64),
+                                    "indices")
+    current = builder.add_node("Gather", [current, indices], axis=axis)
+    index_batch = builder.batch_axis.get(indices)
+    if batch_axis == axis:
+        batch_axis = None
+    elif batch_axis is not None and batch_axis > axis:
+        batch_axis += part.ndim - 1
+    if index_batch is not None:
+        batch_axis = axis + index_batch
+    return current, batch_axis
+
+
+def _take_one(builder, current, axis, batch_axis, part, size: int):
+    """An int: Gather with a scalar index, which removes ``axis``; later axes move left.
+
+    The index is written non-negative (its value modulo the traced size) since that is the
+    element the trace read.
+    """
+    index = int(part) % size if size else int(part)
+    current = builder.add_node("Gather", [current, builder.constant(
+        np.asarray(index, np.int64), "index")], axis=axis)
+    if batch_axis == axis:
+        batch_axis = None
+    elif batch_axis is not None and batch_axis > axis:
+        batch_axis -= 1
+    return current, batch_axis
 
 
 def _export_embedding_lookup(builder, inputs, attrs, output):

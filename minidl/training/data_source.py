@@ -12,15 +12,32 @@ resume from a checkpoint).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, as_tensor
 
 
 def is_reader(data) -> bool:
     """Whether ``data`` is a reader (hands out batches and has a checkpointable position)."""
     return callable(getattr(data, "next_batch", None)) and callable(
         getattr(data, "state_dict", None))
+
+
+def model_device(model) -> str:
+    """Where ``model`` computes: the device of its first parameter or buffer (the CPU for a
+    model without any, or a plain function)."""
+    tensors = itertools.chain(getattr(model, "parameters", tuple)(),
+                              getattr(model, "buffers", tuple)())
+    return next((tensor.device for tensor in tensors), "cpu")
+
+
+def on_device(part, device: str) -> Tensor:
+    """One array of a batch as a Tensor on ``device``. Batches are read on the host and copied
+    to the model's device one at a time, as Keras feeds a model on a GPU: the data set need not
+    fit in GPU memory, and the user never moves a batch by hand."""
+    return as_tensor(part).to(device)
 
 
 def _as_array(part):

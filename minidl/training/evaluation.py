@@ -9,8 +9,8 @@ import contextlib
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..autograd.tensor import Tensor, as_tensor
-from .data_source import batches
+from ..autograd.tensor import Tensor
+from .data_source import batches, model_device, on_device
 from .metrics import Accuracy, Metric, get_metric, is_classification
 
 
@@ -44,14 +44,16 @@ def evaluate(model, data, metrics=None, *, loss_fn=None, batch_size: int = 256) 
         metric.reset()
     automatic = Accuracy() if metrics is None else None
     total_loss, count = 0.0, 0
+    device = model_device(model)
     with evaluation_mode(model):
         for batch in batches(data, batch_size, "evaluate: data"):
             if len(batch) < 2:
                 raise ValueError("evaluate: data must hold inputs and targets (the last array)")
             inputs, targets = batch[:-1], np.asarray(batch[-1])
-            outputs = model(*(as_tensor(x) for x in inputs))
+            outputs = model(*(on_device(x, device) for x in inputs))
             if loss_fn is not None:
-                total_loss += float(loss_fn(outputs, as_tensor(targets)).item()) * len(targets)
+                total_loss += float(loss_fn(outputs, on_device(targets, device)).item()) \
+                    * len(targets)
             scores = outputs.numpy()
             for metric in chosen:
                 metric.update(scores, targets)
@@ -82,11 +84,11 @@ def predict(model, data, *, batch_size: int = 256):
 
     with_targets = is_reader(data) or (
         as_arrays(data, "predict: data") is None and not isinstance(data, (np.ndarray, Tensor)))
-    pieces = []
+    pieces, device = [], model_device(model)
     with evaluation_mode(model):
         for batch in batches(data, batch_size, "predict: data"):
             inputs = batch[:-1] if with_targets and len(batch) > 1 else batch
-            outputs = model(*(as_tensor(x) for x in inputs))
+            outputs = model(*(on_device(x, device) for x in inputs))
             pieces.append(tuple(o.numpy() for o in outputs) if isinstance(outputs, tuple)
                           else outputs.numpy())
     if not pieces:

@@ -24,12 +24,12 @@ import warnings
 import numpy as np
 
 from .. import distributed as dist
-from ..autograd.tensor import as_tensor
 from . import resume, run_signature
 from .callbacks import Callback
 from .checkpoint_model import describe_model
 from .config import CheckpointConfig
-from .data_source import as_arrays, split_off_validation, training_reader
+from .data_source import (
+    as_arrays, model_device, on_device, split_off_validation, training_reader)
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
@@ -290,8 +290,9 @@ class Trainer:
 
     def train_step(self, batch) -> tuple[float, int, int | None]:
         inputs, targets = batch[:-1], batch[-1]
-        outputs = self.model(*(as_tensor(x) for x in inputs))
-        loss = self.loss_fn(outputs, as_tensor(targets))
+        device = model_device(self.model)
+        outputs = self.model(*(on_device(x, device) for x in inputs))
+        loss = self.loss_fn(outputs, on_device(targets, device))
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
@@ -416,6 +417,8 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
     epoch by ``shuffle`` with the fixed ``seed``), a data set, or a reader (``DataReader``,
     ``CSVReader``, ...: its own batch size and order). ``epochs=`` or ``steps=`` (optimizer
     steps) sets the length.
+    Batches are read on the host and each is copied to the device the model is on (move the
+    model with ``model.to("cuda")`` before calling ``fit``; a resumed run restores onto it).
 
     The logs of an epoch hold the mean training ``loss``, ``accuracy`` (for class scores and
     class targets) and each of ``metrics=`` (names or Metric objects, as for :func:`evaluate`).

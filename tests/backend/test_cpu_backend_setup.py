@@ -7,8 +7,6 @@ import sys
 
 import pytest
 
-from minidl.backend.numba_cpu import process_settings
-
 _PROBE = """
 import json, os
 import numpy as np
@@ -46,22 +44,64 @@ def test_the_users_own_openmp_choice_is_kept():
     assert after == "ACTIVE" and "OMP_WAIT_POLICY" not in applied
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_keep_freed_memory_applies_on_glibc(monkeypatch):
-    monkeypatch.delenv("MINIDL_KEEP_FREED_MEMORY", raising=False)
-    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
-    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+# Asks glibc itself where a large block comes from: with the setting, from the heap (and the
+# heap keeps it after free); by default, a block of 48 MiB (above glibc's largest automatic mmap
+# threshold, 32 MiB) is mapped on its own and given back to the kernel at free.
+_MALLOC_PROBE = """
+import ctypes, sys
+from minidl.backend.numba_cpu import process_settings
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+applied = process_settings.keep_freed_memory() if sys.argv[1] == "apply" else None
+size = 48 << 20
+mapped_before = libc.mallinfo2().hblkhd
+block = libc.malloc(size)
+mapped_apart = libc.mallinfo2().hblkhd - mapped_before >= size
+libc.free(block)
+kept_in_heap = libc.mallinfo2().arena >= size
+print(applied, mapped_apart, kept_in_heap)
+"""
+
+
+def malloc_probe(mode, **environment):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MINIDL_KEEP_FREED_MEMORY", "MALLOC_MMAP_THRESHOLD_",
+                        "MALLOC_TRIM_THRESHOLD_")}
+    env.update(environment)
+    out = subprocess.run([sys.executable, "-c", _MALLOC_PROBE, mode], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def _has_mallinfo2():
+    import ctypes
     try:
-        import ctypes
-        ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        pytest.skip("not glibc")
-    assert process_settings.keep_freed_memory() is True
+        libc = ctypes.CDLL("libc.so.6")
+        return hasattr(libc, "mallopt") and hasattr(libc, "mallinfo2")
+    except OSError:
+        return False
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _has_mallinfo2(),
+                    reason="glibc 2.33+ (mallopt, mallinfo2)")
+def test_keep_freed_memory_makes_glibc_serve_and_keep_large_blocks_in_the_heap():
+    assert malloc_probe("default") == ["None", "True", "False"]  # the behaviour it changes
+    assert malloc_probe("apply") == ["True", "False", "True"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _has_mallinfo2(),
+                    reason="glibc 2.33+ (mallopt, mallinfo2)")
 @pytest.mark.parametrize("variable, value", [("MINIDL_KEEP_FREED_MEMORY", "0"),
                                              ("MALLOC_TRIM_THRESHOLD_", "131072"),
                                              ("MALLOC_MMAP_THRESHOLD_", "131072")])
-def test_keep_freed_memory_leaves_the_users_choice(monkeypatch, variable, value):
-    monkeypatch.setenv(variable, value)
-    assert process_settings.keep_freed_memory() is False
+def test_keep_freed_memory_leaves_the_users_choice(variable, value):
+    # Not applied, and glibc behaves as the user's variable (or its default) says.
+    assert malloc_probe("apply", **{variable: value}) == ["False", "True", "False"]

@@ -321,6 +321,8 @@ def test_gelu_agrees(shape, approximate, dtype, seed):
     dtype=dtypes,
     seed=seeds,
 )
+# Rows of two cancel almost all of g in dx; a float32 reference once disagreed here by 5e-5.
+@example(rows=4, width=2, affine="both", dtype=np.float32, seed=2429757)
 def test_layer_norm_agrees(rows, width, affine, dtype, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((rows, width)) * 2 + 1).astype(dtype)
@@ -406,8 +408,8 @@ def test_batch_norm_threaded_kernels_give_the_serial_bits(batch_stats):
 @pytest.mark.parametrize("batch_stats", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):
-    # The form a backend without a fused kernel uses (the CUDA backend), run here on the
-    # reference's primitives.
+    # The form a backend without a fused kernel can use, run here on the reference's
+    # primitives.
     from minidl.backend import composed
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, 4, 5)) * 2 + 1).astype(np.float32)

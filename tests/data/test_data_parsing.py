@@ -160,3 +160,50 @@ def test_sparse_errors_agree_and_point_at_the_line(entries, error):
     got = parse_ctf(buf, SPARSE_STREAMS)
     assert_agree(got, parse_ctf_reference(buf, SPARSE_STREAMS))
     assert (got.bad_line, got.error) == ((-1, OK) if error == OK else (2, error))
+
+
+# Each case drives one step of parse_number: blanks, sign, the special words, digits before and
+# after the point (beyond the 18 kept in the mantissa too), the exponent and its cap, scaling.
+NUMBER_CASES = ["0", "-0", "+1.5", "1.", ".5", "007", "1e3", "1E+3", "2e-3", " 3.25\t",
+                "123456789012345678901234", "0.000000000000000000000000123456789",
+                "1" + "0" * 30 + ".5", "1.23456789012345678901234567", "1e308", "1e309",
+                "1e-400", "4.9e-324", "2.5e-310", "1e99999999999", "-1e-99999999999",
+                "0e999999", "1e" + "9" * 30, "5e-" + "9" * 30, "00000000000000000000123.25",
+                "1e22", "1e23", "1e-22", "1e-23", "3e45", "3e-45",
+                "nan", "NaN", "-inf", "+Infinity", "INF"]
+NOT_NUMBERS = ["", "  ", "-", "+", ".", "e5", ".e5", "1e", "1e+", "1.5.2", "1x", "--1", "+-1",
+               "nanx", "in", "infinit", "1 2", "0x10", "1_000", "1e5.5"]
+
+
+@pytest.mark.parametrize("text", NUMBER_CASES)
+def test_parse_number_reads_what_python_reads(text):
+    from minidl.data.parse_kernels import parse_number
+
+    ok, value = parse_number(np.frombuffer(text.encode(), np.uint8), 0, len(text))
+    expected = float(text)
+    assert ok
+    if np.isnan(expected):
+        assert np.isnan(value)
+        return
+    assert np.signbit(value) == np.signbit(expected)  # -0 and -1e-99999 keep their sign
+    # Mantissas longer than 18 digits may differ from correct rounding in float64's last bit.
+    np.testing.assert_allclose(value, expected, rtol=1e-15, atol=0)
+    with np.errstate(over="ignore"):  # 1e308 is inf in float32, on both sides
+        assert np.float32(value) == np.float32(expected)
+
+
+@pytest.mark.parametrize("text", NOT_NUMBERS)
+def test_parse_number_refuses_what_is_not_a_decimal_number(text):
+    from minidl.data.parse_kernels import parse_number
+
+    ok, _ = parse_number(np.frombuffer(text.encode(), np.uint8), 0, len(text))
+    assert not ok
+
+
+def test_parse_number_reads_only_its_range():
+    from minidl.data.parse_kernels import parse_number
+
+    buf = np.frombuffer(b"12,-3.5e1,x", np.uint8)
+    assert parse_number(buf, 3, 9) == (True, -35.0)
+    assert parse_number(buf, 0, 1) == (True, 1.0)
+    assert parse_number(buf, 9, 9)[0] is False

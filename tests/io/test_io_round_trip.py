@@ -95,7 +95,10 @@ def test_mmap_arrays_are_read_only_views(tmp_path):
 def test_full_load_gives_writable_arrays(tmp_path):
     mio.save({"w": np.arange(10.0)}, tmp_path / "w.mdl")
     w = mio.load(tmp_path / "w.mdl")["w"]
-    w[0] = 5  # owned memory
+    assert w.flags.writeable
+    w[0] = 5  # the array's own memory: the file is not written through it
+    assert w[0] == 5
+    np.testing.assert_array_equal(mio.load(tmp_path / "w.mdl")["w"], np.arange(10.0))
 
 
 @pytest.mark.parametrize("bad,error", [

@@ -58,6 +58,23 @@ OPS = {
     "getitem_negative_step_and_int": (lambda m, x: x[:, ::-1, 0] + x[..., -1], data),
     "getitem_none": (lambda m, x: x[:, None, 1] + 0, data),
     "getitem_int_array": (lambda m, x: x[:, [2, 0, 2]] + x[:, :, np.array([3, 1])].sum(), data),
+    "getitem_negative_bounds": (lambda m, x: x[:, -2, -3:-1] + x[:, -1:, -100:100].sum(), data),
+    # Backwards down to and through element 0 (a stop ONNX must not read as "the last").
+    "getitem_backwards_through_first": (lambda m, x: x[:, 2::-2, 3:0:-1] + x[:, ::-2, ::-3].sum(),
+                                        data),
+    "getitem_empty_slice": (lambda m, x: x[:, 2:1] + 0, data),
+    "getitem_whole_axes": (lambda m, x: x[:] + x[...], data),
+    "getitem_none_before_the_batch_axis": (lambda m, x: x[None, ..., None, 1] + 0, data),
+    "getitem_ellipsis_between": (lambda m, x: x[:, ..., ::-1] + x[..., 1:, :].sum(), data),
+    "getitem_numpy_scalars": (lambda m, x: x[:, np.int64(1), np.array(2)] + 0, data),
+    "getitem_index_tensor_and_int32_array": (
+        lambda m, x: x[:, md.tensor([2, 0])] + x[:, :, np.array([3, 1], np.int32)].sum(), data),
+    "getitem_two_dimensional_index_array": (lambda m, x: x[:, np.array([[0, 1], [2, 2]])] + 0,
+                                            data),
+    "getitem_index_array_after_none": (lambda m, x: x[:, None, :, [1, 3]] + 0, data),
+    # The index array is computed from the input, so its batch axis becomes the result's.
+    "getitem_index_computed_from_the_input": (
+        lambda m, x: md.tensor(MATRIX)[x.argmax(axis=-1)] + 0, data),
     "concat": (lambda m, x: md.cat([x, x * 2, x[:, :1]], axis=1), data),
     "stack": (lambda m, x: md.stack([x, x + 1], axis=1), data),
     "where_constant_condition": (lambda m, x: md.where(md.tensor(np.array([True, False, True,
@@ -75,6 +92,37 @@ OPS = {
 def test_op(name, tmp_path):
     function, make = OPS[name]
     export_and_compare(Lambda(function), [make(2)], [[make(5)], [make(1)]], tmp_path)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x: x[:, [0, 1], [1, 2]],          # two index arrays broadcast together
+    lambda x: x[:, [0, 1], 1],               # an int beside an array is a second array
+    lambda x: x[x > 0],                      # a mask is one index array per axis
+], ids=["two_arrays", "array_and_int", "mask"])
+def test_getitem_with_several_index_arrays_is_refused(index, tmp_path):
+    with pytest.raises(UnsupportedOperatorError, match=r"GetItem\(advanced indexing\)"):
+        export_onnx(Lambda(lambda m, x: index(x)), tmp_path / "m.onnx", md.tensor(data(2)))
+    assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("index, batch_axis", [
+    (lambda x: x[None, ..., None, 1], 1),                      # None before it moves it right
+    (lambda x: x[:, None, 1], 0),                              # ... after it leaves it
+    (lambda x: x.permute(1, 0, 2)[1], 0),                      # an int before it moves it left
+    (lambda x: x.permute(1, 2, 0)[np.array([[0, 1], [2, 2]])], 3),  # a 2-D array before: right
+    (lambda x: md.tensor(MATRIX)[x.argmax(axis=-1)], 0),       # it comes from the index array
+    (lambda x: x[:1], None),                                   # sliced to a fixed size: gone
+], ids=["none_before", "none_after", "int_before", "array_before", "from_the_index", "sliced"])
+def test_getitem_follows_the_batch_axis(index, batch_axis, tmp_path):
+    # The file names the output's batch axis "batch", as the input's: where indexing moved it,
+    # the declaration must follow, or tools that link inputs to outputs by that name go wrong.
+    import onnx
+
+    path = export_and_compare(Lambda(lambda m, x: index(x) + 0), [data(2)], [[data(5)]],
+                              tmp_path)
+    dims = onnx.load(str(path)).graph.output[0].type.tensor_type.shape.dim
+    named = [axis for axis, dim in enumerate(dims) if dim.dim_param == "batch"]
+    assert named == ([] if batch_axis is None else [batch_axis])
 
 
 def test_matmul_between_two_inputs(tmp_path):

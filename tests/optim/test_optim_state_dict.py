@@ -129,13 +129,24 @@ def test_betas_come_back_as_a_tuple():
     assert other.param_groups[0]["betas"] == (0.8, 0.9)
 
 
-def test_pytorch_style_none_momentum_buffer_is_accepted():
+def test_pytorch_style_none_momentum_buffer_means_no_buffer_yet():
+    config = dict(lr=0.1, momentum=0.9)
     params = _model()
-    opt = _build(optim.SGD, dict(lr=0.1), params)
+    opt = _build(optim.SGD, config, params)
+    _train(opt, params, 2)  # every parameter has a momentum buffer now
     saved = opt.state_dict()
-    saved["state"] = {0: {"momentum_buffer": None}}
+    saved["state"][0] = {"momentum_buffer": None}  # what PyTorch writes before the first step
     opt.load_state_dict(saved)
-    assert params[0] not in opt.state or not opt.state[params[0]]
+    assert "momentum_buffer" not in opt.state_dict()["state"].get(0, {})
+    assert "momentum_buffer" in opt.state_dict()["state"][1]
+    # The next step starts parameter 0's buffer from its gradient, as a new optimizer's first
+    # step does; parameter 1 goes on with the momentum it had.
+    fresh_params = [make_param(p.data) for p in params]
+    fresh = _build(optim.SGD, config, fresh_params)
+    _train(opt, params, 1, start=2)
+    _train(fresh, fresh_params, 1, start=2)
+    np.testing.assert_array_equal(params[0].data, fresh_params[0].data)
+    assert not np.array_equal(params[1].data, fresh_params[1].data)
 
 
 def _corrupt(name):

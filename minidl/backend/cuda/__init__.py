@@ -11,8 +11,9 @@ reads a few primitives need to raise their documented errors or to size their ou
 * :mod:`.lookup`: take, one_hot, nonzero;
 * :mod:`.reduction`: sum/max/min/argmax/argmin as shared-memory tree reductions;
 * :mod:`.matmul`: the tiled, batched GEMM;
-* :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.rnn_kernels`, :mod:`.optim_kernels`,
-  :mod:`.random_kernels`.
+* :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.batch_norm`, :mod:`.rnn_kernels`,
+  :mod:`.optim_kernels`, :mod:`.random_kernels`;
+* :mod:`.allocator`: the caching allocator every buffer comes from.
 
 It needs the ``numba-cuda`` package (``pip install minidl[cuda]``) and a CUDA GPU, or numba's CUDA
 simulator (``NUMBA_ENABLE_CUDASIM=1``), which runs the same kernels in Python on the CPU: slowly,
@@ -27,20 +28,21 @@ import warnings
 
 import numpy as np
 
-from .. import composed
 from ..primitives import Backend
 from ..cuda_availability import require_cuda
 
 require_cuda()
 
 from numba import cuda  # noqa: E402  (after the availability check, which explains failures)
-from numba.core.errors import NumbaPerformanceWarning  # noqa: E402
 
 # Small tensors make small grids, and numba warns about each such launch; for a tensor library
-# that is the normal case, not a mistake to report.
-warnings.filterwarnings("ignore", message="Grid size", category=NumbaPerformanceWarning)
+# that is the normal case, not a mistake to report. Matched by message: numba-cuda raises its own
+# NumbaPerformanceWarning class (numba.cuda.core.errors), not numba's.
+warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result in GPU "
+                                          r"under-utilization")
 
-from . import conv_pool, device, elementwise as ew, lookup, matmul as gemm  # noqa: E402
+from . import batch_norm, conv_pool, device, elementwise as ew, lookup  # noqa: E402
+from . import matmul as gemm  # noqa: E402
 from . import movement, nn_kernels, optim_kernels, random_kernels, reduction  # noqa: E402
 from . import rnn_kernels  # noqa: E402
 
@@ -190,15 +192,8 @@ class CudaBackend(Backend):
     gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
     gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
 
-    @staticmethod
-    def batch_norm_forward(x, weight, bias, mean, var, eps):
-        """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
-        return composed.batch_norm_forward(CudaBackend, x, weight, bias, mean, var, eps)
-
-    @staticmethod
-    def batch_norm_backward(grad, x, mean, rstd, weight, batch_stats):
-        """Composed of this backend's reductions and elementwise kernels (backend/composed.py)."""
-        return composed.batch_norm_backward(CudaBackend, grad, x, mean, rstd, weight, batch_stats)
+    batch_norm_forward = staticmethod(batch_norm.batch_norm_forward)
+    batch_norm_backward = staticmethod(batch_norm.batch_norm_backward)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)

@@ -24,6 +24,8 @@ from collections import Counter
 import numpy as np
 from numba import cuda
 
+from .allocator import allocate
+
 MAX_DIMS = 8
 """Highest rank a CUDA array may have: kernels take shapes as fixed-length tuples."""
 
@@ -65,12 +67,12 @@ def check_rank(shape) -> None:
 
 
 def empty(shape, dtype) -> DeviceArray:
-    """A new uninitialised array (its buffer holds at least one element, so kernels always get
-    a valid pointer)."""
+    """A new uninitialised array from the caching allocator (its buffer holds at least one
+    element, so kernels always get a valid pointer)."""
     shape = tuple(int(n) for n in shape)
     check_rank(shape)
     dtype = np.dtype(dtype)
-    return DeviceArray(cuda.device_array(max(math.prod(shape), 1), dtype), shape, dtype)
+    return DeviceArray(allocate(max(math.prod(shape), 1), dtype), shape, dtype)
 
 
 def upload(array) -> DeviceArray:
@@ -79,7 +81,9 @@ def upload(array) -> DeviceArray:
     check_rank(host.shape)
     transfers["from_numpy"] += 1
     flat = host.reshape(-1) if host.size else np.zeros(1, host.dtype)
-    return DeviceArray(cuda.to_device(flat), host.shape, host.dtype)
+    buffer = allocate(flat.size, host.dtype)
+    buffer.copy_to_device(flat)
+    return DeviceArray(buffer, host.shape, host.dtype)
 
 
 def download(array: DeviceArray) -> np.ndarray:

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from .allocator import allocate
 from .device import DeviceArray, download, empty, launch, read_flag, transfers
 from .movement import astype, zeros
 
@@ -53,7 +54,7 @@ def _check_range(count, indices, limit, first_bad):
 
 
 def _first_bad_flag():
-    flag = cuda.device_array(1, np.int64)
+    flag = allocate(1, np.int64)
     _set_int64[1, 1](flag, _NONE)
     return flag
 
@@ -143,8 +144,8 @@ def _write_positions(mask, size, chunk, starts, out, shape, ndim, found):
 def nonzero(mask):
     ndim = max(mask.ndim, 1)
     chunks = max(1, -(-mask.size // _CHUNK))
-    counts = cuda.device_array(chunks, np.int64)
-    total = cuda.device_array(1, np.int64)
+    counts = allocate(chunks, np.int64)
+    total = allocate(1, np.int64)
     blocks, threads = launch(chunks)
     _count_chunks[blocks, threads](mask.buffer, mask.size, _CHUNK, counts)
     _exclusive_scan[1, 1](counts, total)

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from .allocator import allocate
 from .device import (
     DeviceArray, contiguous_strides, empty, launch, padded, read_flag, strided_offset,
     broadcast_strides,
@@ -370,7 +371,7 @@ def _zero_int(flag):
 
 def error_flag():
     """A one-int device flag set to 0 (by a kernel: no host copy); kernels set it on bad input."""
-    flag = cuda.device_array(1, np.int32)
+    flag = allocate(1, np.int32)
     _zero_int[1, 1](flag)
     return flag
 

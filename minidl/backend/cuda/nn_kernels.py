@@ -18,16 +18,18 @@ import numpy as np
 from numba import cuda
 
 from ..reference.nn_kernels import check_gelu_approximate
+from .allocator import allocate
 from .device import download, empty, launch, read_flag, transfers
 from .elementwise import binary, unary
 from .movement import reshape, transpose
 from .reduction import REDUCE_THREADS, sum as reduce_sum
 
-_ROW_BLOCKS = 4 if REDUCE_THREADS < 32 else 65535
+ROW_BLOCKS = 4 if REDUCE_THREADS < 32 else 65535
+"""Most blocks a row kernel launches (each loops over rows with a grid stride)."""
 
 
 @cuda.jit(device=True)
-def _block_total(scratch, value, largest):
+def block_total(scratch, value, largest):
     """The block-wide sum (or max when ``largest``) of every thread's ``value``."""
     t = cuda.threadIdx.x
     scratch[t] = value
@@ -66,11 +68,11 @@ def _softmax_rows(x, out, rows, length, logarithm):
         for i in range(t, length, REDUCE_THREADS):
             if x[base + i] > peak:
                 peak = float(x[base + i])
-        peak = _block_total(scratch, peak, True)
+        peak = block_total(scratch, peak, True)
         total = 0.0
         for i in range(t, length, REDUCE_THREADS):
             total += _exp(x[base + i] - peak)
-        total = _block_total(scratch, total, False)
+        total = block_total(scratch, total, False)
         for i in range(t, length, REDUCE_THREADS):
             if logarithm:
                 out[base + i] = x[base + i] - peak - math.log(total)
@@ -92,7 +94,7 @@ def _softmax(x, axis, logarithm):
     rows = moved.size // length if length else 0
     out = empty(moved.shape, x.dtype)
     if out.size:
-        _softmax_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](moved.buffer, out.buffer, rows,
+        _softmax_rows[min(rows, ROW_BLOCKS), REDUCE_THREADS](moved.buffer, out.buffer, rows,
                                                               length, logarithm)
     if order is None:
         return out
@@ -156,7 +158,7 @@ def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ig
 
 def _check_targets(targets, classes, ignore_index):
     none = np.iinfo(np.int64).max
-    flag = cuda.device_array(1, np.int64)
+    flag = allocate(1, np.int64)
     _set[1, 1](flag, none)
     blocks, threads = launch(targets.size)
     _first_bad_target[blocks, threads](targets.buffer, targets.size, classes, ignore_index, flag)
@@ -261,12 +263,12 @@ def _layer_norm_rows(x, y, mean_out, rstd_out, weight, bias, has_weight, has_bia
         total = 0.0
         for i in range(t, length, REDUCE_THREADS):
             total += x[base + i]
-        mean = _block_total(scratch, total, False) / length
+        mean = block_total(scratch, total, False) / length
         spread = 0.0
         for i in range(t, length, REDUCE_THREADS):
             d = x[base + i] - mean
             spread += d * d
-        rstd = 1.0 / math.sqrt(_block_total(scratch, spread, False) / length + eps)
+        rstd = 1.0 / math.sqrt(block_total(scratch, spread, False) / length + eps)
         for i in range(t, length, REDUCE_THREADS):
             value = (x[base + i] - mean) * rstd
             if has_weight:
@@ -294,8 +296,8 @@ def _layer_norm_grad_rows(grad, x, mean, rstd, weight, has_weight, dx, rows, len
                 g *= weight[i]
             g_total += g
             gx_total += g * (x[base + i] - mean[row]) * rstd[row]
-        g_mean = _block_total(scratch, g_total, False) / length
-        gx_mean = _block_total(scratch, gx_total, False) / length
+        g_mean = block_total(scratch, g_total, False) / length
+        gx_mean = block_total(scratch, gx_total, False) / length
         for i in range(t, length, REDUCE_THREADS):
             g = float(grad[base + i])
             if has_weight:
@@ -304,7 +306,8 @@ def _layer_norm_grad_rows(grad, x, mean, rstd, weight, has_weight, dx, rows, len
             dx[base + i] = rstd[row] * (g - g_mean - xhat * gx_mean)
 
 
-def _optional(array, dtype):
+def optional_buffer(array, dtype):
+    """(buffer, present): kernels take a one-element stand-in for a missing weight or bias."""
     if array is None:
         return empty((1,), dtype).buffer, False
     return array.buffer, True
@@ -315,9 +318,9 @@ def layer_norm_forward(x, weight, bias, eps):
     y = empty(x.shape, x.dtype)
     mean, rstd = empty((rows,), x.dtype), empty((rows,), x.dtype)
     if rows and length:
-        w, has_w = _optional(weight, x.dtype)
-        b, has_b = _optional(bias, x.dtype)
-        _layer_norm_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+        w, has_w = optional_buffer(weight, x.dtype)
+        b, has_b = optional_buffer(bias, x.dtype)
+        _layer_norm_rows[min(rows, ROW_BLOCKS), REDUCE_THREADS](
             x.buffer, y.buffer, mean.buffer, rstd.buffer, w, b, has_w, has_b, rows, length,
             float(eps))
     return y, mean, rstd
@@ -327,8 +330,8 @@ def layer_norm_backward(grad, x, mean, rstd, weight):
     rows, length = x.shape
     dx = empty(x.shape, x.dtype)
     if rows and length:
-        w, has_w = _optional(weight, x.dtype)
-        _layer_norm_grad_rows[min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+        w, has_w = optional_buffer(weight, x.dtype)
+        _layer_norm_grad_rows[min(rows, ROW_BLOCKS), REDUCE_THREADS](
             grad.buffer, x.buffer, mean.buffer, rstd.buffer, w, has_w, dx.buffer, rows, length)
     if weight is None:
         return dx, None, None

@@ -209,14 +209,20 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     cannot change). dweight = sum_rows(grad * xhat), dbias = sum_rows(grad); both are None when
     there is no weight.
     """
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    g = grad * weight if weight is not None else grad
+    # In float64, as the forward and the kernels: in a short row the two subtracted means
+    # nearly cancel g (a row of two has dx[0] = -dx[1] exactly), and float32 arithmetic keeps
+    # little more than the rounding of that difference.
+    wide = grad.astype(np.float64)
+    rstd = rstd.astype(np.float64)
+    xhat = (x - mean[:, None].astype(np.float64)) * rstd[:, None]
+    g = wide * weight if weight is not None else wide
     dx = rstd[:, None] * (
         g - np.mean(g, axis=1, keepdims=True) - xhat * np.mean(g * xhat, axis=1, keepdims=True)
     )
+    dx = dx.astype(x.dtype, copy=False)
     if weight is None:
         return dx, None, None
-    return dx, np.sum(grad * xhat, axis=0), np.sum(grad, axis=0)
+    return dx, np.sum(wide * xhat, axis=0).astype(x.dtype), np.sum(wide, axis=0).astype(x.dtype)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ tests/backend/test_backend_primitive_list.py, which includes this backend when C
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,6 +52,32 @@ def same(name, *arguments, exact=False, rtol=1e-5, atol=1e-6):
             np.testing.assert_array_equal(got, want, err_msg=name)
         else:
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+def test_numbas_small_grid_warning_is_silenced():
+    # Every small tensor makes a small grid; numba-cuda warns about each launch with its own
+    # warning class (not numba's), so the filter must match the message. The simulator never
+    # warns, so the warning is raised here as a GPU launch raises it, in a fresh process: the
+    # filter is installed when the backend is first imported, which pytest's per-test warning
+    # capture would undo for later tests.
+    code = (
+        "import warnings\n"
+        "from numba.cuda.core import errors\n"
+        "import minidl.backend\n"
+        "minidl.backend.get_backend('cuda')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.warn(errors.NumbaPerformanceWarning('Grid size 1 will likely result in "
+        "GPU under-utilization due to low occupancy.'))\n"
+        "    warnings.warn(errors.NumbaPerformanceWarning('another performance note'))\n"
+        "print([str(w.message) for w in caught])\n")
+    from minidl.backend.cuda.device import SIMULATED
+    root = str(Path(__file__).resolve().parents[3])
+    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if SIMULATED else "0",
+                       PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=environment, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['another performance note']"
 
 
 def test_the_backend_implements_every_primitive():
@@ -290,12 +318,20 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
 
 
 @pytest.mark.parametrize("batch_stats", [True, False])
-def test_batch_norm_matches_the_reference(batch_stats):
-    x, weight, bias = normal(3, 4, 5), normal(4), normal(4)
-    given = (None, None) if batch_stats else (normal(4), np.abs(normal(4)) + 0.5)
-    same("batch_norm_forward", x, weight, bias, *given, 1e-5, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_batch_norm_matches_the_reference(batch_stats, dtype):
+    # 3 x 4 x 5: a channel's 15 values span several threads and cross the batch axis, so the
+    # kernels' (n, c, s) addressing and block sums are both exercised; offset values make the
+    # two-pass variance matter.
+    x = normal(3, 4, 5, dtype=dtype) * 3 + 5
+    weight, bias = normal(4, dtype=dtype), normal(4, dtype=dtype)
+    given = (None, None) if batch_stats else (normal(4, dtype=dtype),
+                                              np.abs(normal(4, dtype=dtype)) + 0.5)
+    tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12,
+                                                                               atol=1e-12)
+    same("batch_norm_forward", x, weight, bias, *given, 1e-5, **tolerance)
+    same("batch_norm_forward", x, None, None, *given, 1e-5, **tolerance)
     _, mean, _, rstd = REF.batch_norm_forward(x, weight, bias, *given, 1e-5)
-    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, weight, batch_stats, rtol=1e-5,
-         atol=1e-5)
-    same("batch_norm_backward", normal(3, 4, 5), x, mean, rstd, None, batch_stats, rtol=1e-5,
-         atol=1e-5)
+    grad = normal(3, 4, 5, dtype=dtype)
+    same("batch_norm_backward", grad, x, mean, rstd, weight, batch_stats, **tolerance)
+    same("batch_norm_backward", grad, x, mean, rstd, None, batch_stats, **tolerance)

@@ -243,6 +243,9 @@ def test_asking_for_cuda_without_a_device_names_it_and_the_way_out():
         "import sys, minidl as md\n"
         "assert 'numba.cuda' not in sys.modules  # import minidl never touches CUDA\n"
         "assert not md.cuda.is_available() and md.cuda.device_count() == 0\n"
+        "md.cuda.empty_cache()  # the memory functions answer without starting CUDA\n"
+        "assert md.cuda.memory_allocated() == md.cuda.memory_reserved() == 0\n"
+        "assert md.cuda.memory_stats() == {} and 'minidl.backend.cuda' not in sys.modules\n"
         "try:\n    md.tensor([1.0]).to('cuda:1')\n"
         "except RuntimeError as error:\n    print(error)\n",
         NUMBA_DISABLE_CUDA="1")
