@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 # The symbol OpenBLAS exports to set its thread count, under each build's name mangling
 # (NumPy's wheels bundle "scipy_openblas" with 64-bit integers and a suffix).
@@ -52,11 +53,19 @@ def set_num_threads(count: int) -> None:
     global _requested
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
-    import numba
-    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    _requested = count
+    # Numba (~0.2 s to import) is told now if it is loaded, else when the kernels load.
+    if "numba" in sys.modules:
+        apply_to_numba()
     for library in _loaded_openblas():
         _call_first(library, _OPENBLAS_SETTERS, ctypes.c_int(count))
-    _requested = count
+
+
+def apply_to_numba() -> None:
+    """Give Numba's pool the requested thread count (if any); called when Numba is loaded."""
+    if _requested is not None:
+        import numba
+        numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
 
 
 def get_num_threads() -> int:

@@ -25,11 +25,12 @@ frozen too: compile again after changing them.
 
 from __future__ import annotations
 
+import threading
+
 from ..autograd import tracing
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
 from ..backend import get_backend
-from ..backend.geometry import conv_output_size
 from ..ops.conv import Conv2dFunction
 from ..ops.linalg import LinearFunction
 from ..ops.elementwise import ReluFunction
@@ -54,18 +55,20 @@ class _Recorder:
 class _Step:
     """One op of the plan: ``slots[output] = op.forward(*slots[inputs], **attrs)``."""
 
-    __slots__ = ("op", "inputs", "attrs", "output", "output_ndim", "backend", "release")
+    __slots__ = ("op", "inputs", "attrs", "output", "output_ndim", "backend", "release", "note")
 
     def __init__(self, op, inputs, attrs, output, output_ndim, backend):
         self.op, self.inputs, self.attrs, self.output = op, list(inputs), dict(attrs), output
         self.output_ndim, self.backend = output_ndim, backend
         self.release = ()  # slots no later step reads: dropped after this one, freeing memory
+        self.note = ""  # how the step runs, when not through the op's forward (see cpu_plan)
 
     def __repr__(self) -> str:
         attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items()
                         if k not in ("mean", "var", "running_mean", "running_var"))
         args = ", ".join(f"%{i}" for i in self.inputs)
-        return f"%{self.output} = {self.op.__name__}({args}{attrs})"
+        note = f"  # {self.note}" if self.note else ""
+        return f"%{self.output} = {self.op.__name__}({args}{attrs}){note}"
 
 
 class CompiledModel:
@@ -76,13 +79,21 @@ class CompiledModel:
     float rounding. ``print(compiled)`` lists the plan.
     """
 
-    def __init__(self, inputs, slots, steps, outputs, single_output):
+    def __init__(self, inputs, slots, steps, outputs, single_output, specs):
         self._input_specs = tuple((t.shape, t.dtype, t.device) for t in inputs)
         self._slots = slots
         self._steps = steps
-        self._program = tuple(_runner(step, slots) for step in steps)
-        self._outputs = outputs
+        lowered = {}
+        if steps and all(step.backend.name == "numba" for step in steps):
+            from .cpu_plan import lower_steps
+            lowered = lower_steps(steps, slots, specs, {slot for slot, _ in outputs})
+        self._program = tuple(
+            lowered[index] if index in lowered else _runner(step)
+            for index, step in enumerate(steps) if lowered.get(index, True) is not None)
+        self._outputs = tuple((slot, device, get_backend(device).copy) for slot, device in outputs)
         self._single = single_output
+        # Lowered steps write into buffers owned by the plan: one call at a time.
+        self._lock = threading.Lock()
 
     @property
     def steps(self) -> tuple:
@@ -115,13 +126,15 @@ class CompiledModel:
         return arrays
 
     def __call__(self, *inputs):
-        slots = list(self._slots)
-        slots[:len(inputs)] = self._check_inputs(inputs)
-        for run, reads, write, release in self._program:
-            slots[write] = run(*[slots[i] for i in reads])
-            for slot in release:
-                slots[slot] = None
-        results = tuple(Tensor._wrap(slots[slot], device) for slot, device in self._outputs)
+        arrays = self._check_inputs(inputs)
+        with self._lock:
+            slots = list(self._slots)
+            slots[:len(arrays)] = arrays
+            for run in self._program:
+                run(slots)
+            # Copied out: the next call reuses the plan's buffers (a result may be one of them).
+            results = tuple(Tensor._wrap(copy(slots[slot]), device)
+                            for slot, device, copy in self._outputs)
         return results[0] if self._single else results
 
 
@@ -174,6 +187,7 @@ def compile_model(model, example_input) -> CompiledModel:
 
 def _build_plan(inputs, calls, results, single) -> CompiledModel:
     slots = [None] * len(inputs)
+    specs = {i: (t.shape, t.dtype) for i, t in enumerate(inputs)}  # slot -> traced shape, dtype
     slot_of = {id(t): i for i, t in enumerate(inputs)}
     constant_slots = set()
     keep_alive = list(inputs)  # ids are only unique while the tensors live
@@ -183,6 +197,7 @@ def _build_plan(inputs, calls, results, single) -> CompiledModel:
         if slot is None:  # not computed from the inputs: a parameter, buffer or constant
             slot = slot_of[id(tensor)] = len(slots)
             slots.append(get_backend(tensor.device).copy(tensor.data))
+            specs[slot] = (tensor.shape, tensor.dtype)
             constant_slots.add(slot)
             keep_alive.append(tensor)
         return slot
@@ -196,15 +211,16 @@ def _build_plan(inputs, calls, results, single) -> CompiledModel:
         elif op is BatchNormFunction:  # running statistics travel as attributes: freeze them
             attrs = dict(attrs, mean=backend.copy(attrs["mean"]), var=backend.copy(attrs["var"]))
         slot_of[id(output)] = len(slots)
+        specs[len(slots)] = (output.shape, output.dtype)
         slots.append(None)
         keep_alive.append(output)
         steps.append(_Step(op, input_slots, attrs, len(slots) - 1, output.ndim, backend))
     outputs = [(slot_for(r), r.device) for r in results]
 
     steps = _fold_batch_norms(steps, slots, constant_slots, {s for s, _ in outputs})
-    _pool_before_relu(steps, {s for s, _ in outputs})
+    _pool_before_relu(steps, specs, {s for s, _ in outputs})
     _plan_releases(steps, {s for s, _ in outputs} | constant_slots | set(range(len(inputs))))
-    return CompiledModel(inputs, slots, steps, outputs, single)
+    return CompiledModel(inputs, slots, steps, outputs, single, specs)
 
 
 def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
@@ -253,7 +269,7 @@ def _foldable(source, norm, slots, constant_slots, readers, output_slots) -> boo
             and readers.get(source.inputs[1], 0) == 1)  # a weight shared elsewhere stays as is
 
 
-def _pool_before_relu(steps, output_slots) -> None:
+def _pool_before_relu(steps, specs, output_slots) -> None:
     """ReLU then max-pool becomes max-pool then ReLU: the same values, since ReLU never changes
     which of two numbers is larger (max(relu a, relu b) = relu(max(a, b)), NaN included), but the
     ReLU then touches a quarter of the elements after a 2×2 pool."""
@@ -267,6 +283,7 @@ def _pool_before_relu(steps, output_slots) -> None:
                 readers[relu.output] == 1 and relu.output not in output_slots:
             relu.op, pool.op = MaxPool2dFunction, ReluFunction
             relu.attrs, pool.attrs = pool.attrs, relu.attrs
+            specs[relu.output] = specs[pool.output]  # the first slot now holds pooled values
 
 
 def _plan_releases(steps, keep) -> None:
@@ -280,41 +297,17 @@ def _plan_releases(steps, keep) -> None:
                              if last_read[slot] == index and slot not in keep)
 
 
-def _runner(step, slots) -> tuple:
-    """The step as (function of the input arrays, slots read, slot written, slots released)."""
-    if step.op is Conv2dFunction and step.attrs["groups"] == 1 and all(
-            slots[i] is not None for i in step.inputs[1:]):
-        return _convolution(step, slots), step.inputs[:1], step.output, step.release
+def _runner(step):
+    """The step as a function of the slot table: run the op's forward on the arrays it reads,
+    store the result, drop the slots no later step reads."""
     op, backend, attrs = step.op, step.backend, step.attrs
-    no_grads = (False,) * len(step.inputs)
+    reads, write, release = step.inputs, step.output, step.release
+    no_grads = (False,) * len(reads)
 
-    def run(*arrays):
+    def run(slots):
         node = op()
         node.backend, node.needs_input_grad = backend, no_grads
-        return node.forward(*arrays, **attrs)
-    return run, step.inputs, step.output, step.release
-
-
-def _convolution(step, slots):
-    """Conv2d with its constants prepared once: W as an (O, C·kh·kw) matrix and the bias as a
-    column, so a call is im2col, one product, one add (and a transpose when N > 1)."""
-    be = step.backend
-    weight = slots[step.inputs[1]]
-    out_channels, _, kh, kw = weight.shape
-    matrix = be.copy(be.reshape(weight, (out_channels, -1)))
-    bias = None if len(step.inputs) < 3 else be.reshape(slots[step.inputs[2]], (-1, 1))
-    stride, padding, dilation = (step.attrs[k] for k in ("stride", "padding", "dilation"))
-    geometry = ((kh, kw), stride, padding, dilation)
-
-    def run(x):
-        n, _, height, width = x.shape
-        out_h = conv_output_size(height, kh, stride[0], padding[0], dilation[0])
-        out_w = conv_output_size(width, kw, stride[1], padding[1], dilation[1])
-        out = be.matmul(matrix, be.im2col(x, *geometry))         # (O, N·OH·OW)
-        if bias is not None:
-            out = be.add(out, bias)
-        if n == 1:  # (O, OH·OW) is already image 0's (1, O, OH, OW)
-            return be.reshape(out, (1, out_channels, out_h, out_w))
-        return be.copy(be.transpose(be.reshape(out, (out_channels, n, out_h, out_w)),
-                                    (1, 0, 2, 3)))
+        slots[write] = node.forward(*[slots[i] for i in reads], **attrs)
+        for slot in release:
+            slots[slot] = None
     return run

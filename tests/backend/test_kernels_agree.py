@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from minidl.backend.geometry import conv_output_size
-from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
 from minidl.backend.reference import ReferenceBackend
 from minidl.backend.reference.pool import pool_output_size
 
 fast, ref = NumbaCpuBackend(), ReferenceBackend()
+load_kernels()  # the kernels themselves, not the NumPy stand-ins a fresh process starts with
 
 KERNEL_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = [np.float32, np.float64]

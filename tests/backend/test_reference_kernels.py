@@ -376,7 +376,8 @@ def test_layer_norm_backward_matches_finite_differences(affine):
 
 
 def _cpu_backends():
-    from minidl.backend.numba_cpu import NumbaCpuBackend
+    from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
+    load_kernels()  # the kernels, not the NumPy stand-ins a fresh process starts with
     return [ReferenceBackend(), NumbaCpuBackend()]
 
 

@@ -36,6 +36,7 @@ def test_compiled_cnn_matches_the_model_and_folds_every_batch_norm(batch):
     x = md.randn(batch, 1, 16, 16)
     compiled = md.compile(model, x)
     assert not any("BatchNorm" in line for line in compiled.steps), compiled
+    assert any("Reshape" in line and "made once" in line for line in compiled.steps), compiled
     for _ in range(2):  # a second call reuses nothing it should not
         x = md.randn(batch, 1, 16, 16)
         np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
@@ -156,3 +157,97 @@ def test_relu_moves_after_max_pool_with_the_same_values_nan_included():
     values[0, 0, 2, 3] = np.nan
     x = md.tensor(values)
     np.testing.assert_array_equal(compiled(x).numpy(), _eager(model, x).numpy())
+
+
+# -- the CPU plan: steps lowered onto buffers the plan owns ------------------------------------
+
+def _lowered(compiled):
+    return [line.split(" = ")[1].split("(")[0] for line in compiled.steps if "# own buffer" in line]
+
+
+@pytest.mark.parametrize("conv, pool, batch, dtype", [
+    (dict(kernel_size=3, padding=1), dict(kernel_size=2), 1, np.float32),
+    (dict(kernel_size=3, padding=1), dict(kernel_size=2), 3, np.float32),
+    (dict(kernel_size=(3, 2), stride=2, padding=(1, 0)), dict(kernel_size=3, stride=2, padding=1,
+                                                                ceil_mode=True), 2, np.float32),
+    (dict(kernel_size=3, dilation=2, padding=2, bias=False), dict(kernel_size=2, dilation=2), 1,
+     np.float64),
+    (dict(kernel_size=1), dict(kernel_size=(2, 3), stride=(1, 2)), 2, np.float64),
+    (dict(kernel_size=5, stride=(1, 3), padding=2), dict(kernel_size=2), 1, np.float32),
+])
+def test_lowered_convolution_and_pool_match_the_model(conv, pool, batch, dtype):
+    md.manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(3, 4, **conv), nn.ReLU(), nn.MaxPool2d(**pool),
+                          nn.Conv2d(4, 5, 3, padding=1), nn.ReLU(), nn.Flatten())
+    if dtype == np.float64:
+        model = model.double()
+    model.eval()
+    for _ in range(2):
+        x = md.tensor(np.random.default_rng(batch).standard_normal((batch, 3, 11, 13)), dtype=dtype)
+        compiled = md.compile(model, x)
+        assert _lowered(compiled) == ["Conv2dFunction", "MaxPool2dFunction", "Conv2dFunction"], \
+            compiled
+        assert any("fused into" in line for line in compiled.steps), compiled  # both ReLUs
+        tolerance = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
+                                   rtol=tolerance, atol=tolerance)
+
+
+def test_lowered_linear_relu_chain_matches_and_a_shared_input_is_not_fused():
+    md.manual_seed(6)
+    first, second = nn.Linear(7, 9), nn.Linear(9, 3)
+
+    def net(x):
+        hidden = md.relu(first(x))
+        raw = second(hidden)
+        return md.relu(raw), raw  # raw is an output too: its ReLU must not overwrite it
+    x = md.randn(4, 7)
+    compiled = md.compile(net, x)
+    assert _lowered(compiled) == ["LinearFunction", "LinearFunction"], compiled
+    got, want = compiled(x), _eager(net, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+    assert (got[1].numpy() < 0).any()  # the un-ReLU'd output kept its negative values
+
+
+def test_results_are_copied_out_of_the_plan_buffers_and_calls_from_threads_agree():
+    import threading
+    model = _with_running_stats(_cnn(), (4, 1, 16, 16))
+    x1, x2 = md.randn(1, 1, 16, 16), md.randn(1, 1, 16, 16)
+    compiled = md.compile(model, x1)
+    first = compiled(x1)
+    kept = first.numpy().copy()
+    compiled(x2)
+    np.testing.assert_array_equal(first.numpy(), kept)  # the second call left the first alone
+
+    inputs = [md.randn(1, 1, 16, 16) for _ in range(4)]
+    expected = [compiled(x).numpy() for x in inputs]
+    failures = []
+
+    def worker(index):
+        for _ in range(30):
+            got = compiled(inputs[index]).numpy()
+            if not np.array_equal(got, expected[index]):
+                failures.append(index)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
+def test_a_relu_behind_a_reshape_or_on_a_shared_result_is_not_fused_into_the_buffer():
+    md.manual_seed(7)
+    conv, pool = nn.Conv2d(2, 3, 3, padding=1), nn.MaxPool2d(2)
+
+    def net(x):
+        pooled = pool(conv(x))
+        return md.relu(pooled.reshape(2, -1)), pooled, md.relu(conv(x)) + conv(x)
+    x = md.randn(2, 2, 6, 6)
+    compiled = md.compile(net, x)
+    assert "Relu" not in " ".join(_lowered(compiled))
+    got, want = compiled(x), _eager(net, x)
+    assert (want[1].numpy() < 0).any()
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)

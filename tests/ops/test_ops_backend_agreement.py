@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 import minidl as md
 import minidl.backend
-from minidl.backend.numba_cpu import NumbaCpuBackend
+from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
 from minidl.backend.reference import ReferenceBackend
 from minidl.ops import conv, elementwise as ew, linalg, nn_ops, pool
 from ops_helpers import FEW, distinct, normal, positive, run_on
 
+load_kernels()  # compare the kernels, not the NumPy stand-ins a fresh process starts with
 TARGETS = np.array([0, 2, 1, 3, 2, 0], np.int64)
 
 # name -> (function of tensors, input generator(seed) -> arrays)

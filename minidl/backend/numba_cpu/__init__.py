@@ -6,9 +6,14 @@ matrix products — is inherited from the reference unchanged: NumPy's ufuncs ar
 its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
 softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
-optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never at
-import. :mod:`.vector_math` holds exp(-y) and the normal tail in a form LLVM can vectorise (the
-C library's ``exp``/``erfc`` go one element per call), used by the float32 GELU.
+optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and
+compiled on its first call, never at import. :mod:`.vector_math` holds exp(-y) and the normal
+tail in a form LLVM can vectorise (the C library's ``exp``/``erfc`` go one element per call),
+used by the float32 GELU and softmax.
+
+Numba itself is imported when the first kernel is needed, not with this module, and a process's
+first few small calls of four primitives run NumPy stand-ins that give the same values: see
+:mod:`.loading` (a small model's first forward pass then never waits for Numba).
 
 Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
 on the calling thread; only the optimizer updates and large im2col/col2im use Numba threads. The
@@ -16,12 +21,16 @@ process-wide settings that make the two pools get along live in :mod:`.process_s
 """
 
 from ..reference import ReferenceBackend
-from . import conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
+from . import loading
+from .loading import Kernel, load_kernels
 from .process_settings import apply_process_settings
+
+__all__ = ["NumbaCpuBackend", "load_kernels"]
 
 
 class NumbaCpuBackend(ReferenceBackend):
-    """NumPy arrays on the host; the reference's primitives, with these replaced by Numba kernels."""
+    """NumPy arrays on the host; the reference's primitives, with these replaced by Numba kernels
+    (each a :class:`~.loading.Kernel`: its module is imported on first use)."""
 
     name = "numba"
 
@@ -29,29 +38,29 @@ class NumbaCpuBackend(ReferenceBackend):
         # Process-wide, so applied when the backend is first used rather than at import.
         apply_process_settings()
 
-    im2col = staticmethod(conv.im2col)
-    col2im = staticmethod(conv.col2im)
-    max_pool2d_forward = staticmethod(pool.max_pool2d_forward)
-    max_pool2d_backward = staticmethod(pool.max_pool2d_backward)
-    avg_pool2d_forward = staticmethod(pool.avg_pool2d_forward)
-    avg_pool2d_backward = staticmethod(pool.avg_pool2d_backward)
-    softmax = staticmethod(nn_kernels.softmax)
-    softmax_backward = staticmethod(nn_kernels.softmax_backward)
-    log_softmax = staticmethod(nn_kernels.log_softmax)
-    softmax_cross_entropy_forward = staticmethod(nn_kernels.softmax_cross_entropy_forward)
-    softmax_cross_entropy_backward = staticmethod(nn_kernels.softmax_cross_entropy_backward)
-    relu_backward = staticmethod(nn_kernels.relu_backward)
-    gelu_forward = staticmethod(nn_kernels.gelu_forward)
-    gelu_backward = staticmethod(nn_kernels.gelu_backward)
-    layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
-    layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
-    batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
-    batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
-    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
-    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
-    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
-    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
-    sgd_update = staticmethod(optim_kernels.sgd_update)
-    adam_update = staticmethod(optim_kernels.adam_update)
-    random_uniform = staticmethod(random_kernels.random_uniform)
-    random_normal = staticmethod(random_kernels.random_normal)
+    im2col = Kernel("conv", stand_in=loading.im2col)
+    col2im = Kernel("conv")
+    max_pool2d_forward = Kernel("pool", stand_in=loading.max_pool2d_forward)
+    max_pool2d_backward = Kernel("pool")
+    avg_pool2d_forward = Kernel("pool")
+    avg_pool2d_backward = Kernel("pool")
+    softmax = Kernel("nn_kernels")
+    softmax_backward = Kernel("nn_kernels")
+    log_softmax = Kernel("nn_kernels")
+    softmax_cross_entropy_forward = Kernel("nn_kernels")
+    softmax_cross_entropy_backward = Kernel("nn_kernels")
+    relu_backward = Kernel("nn_kernels")
+    gelu_forward = Kernel("nn_kernels")
+    gelu_backward = Kernel("nn_kernels")
+    layer_norm_forward = Kernel("nn_kernels")
+    layer_norm_backward = Kernel("nn_kernels")
+    batch_norm_forward = Kernel("nn_kernels", stand_in=loading.batch_norm_forward)
+    batch_norm_backward = Kernel("nn_kernels")
+    lstm_cell_forward = Kernel("rnn_kernels")
+    lstm_cell_backward = Kernel("rnn_kernels")
+    gru_cell_forward = Kernel("rnn_kernels")
+    gru_cell_backward = Kernel("rnn_kernels")
+    sgd_update = Kernel("optim_kernels")
+    adam_update = Kernel("optim_kernels")
+    random_uniform = Kernel("random_kernels", stand_in=loading.random_uniform)
+    random_normal = Kernel("random_kernels")

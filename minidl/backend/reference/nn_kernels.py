@@ -257,9 +257,10 @@ def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
         mean, var = np.asarray(mean, np.float64), np.asarray(var, np.float64)
         centered = wide - mean[:, None]
     rstd = 1.0 / np.sqrt(var + float(eps))
-    y = centered * rstd[:, None]
-    if weight is not None:
-        y = y * weight[:, None]
+    # (x - mean)·(rstd·weight) + bias, in this order: the Numba kernel's, so that with given
+    # statistics the two give the same values (the backend may run either, see numba_cpu.loading).
+    scale = rstd if weight is None else rstd * weight
+    y = centered * scale[:, None]
     if bias is not None:
         y = y + bias[:, None]
     return tuple(a.astype(x.dtype, copy=False) for a in (y, mean, var, rstd))

@@ -1,0 +1,127 @@
+"""When Numba is loaded: at the first kernel a process needs, and not for a small first forward.
+
+Measured in a fresh process with every kernel already in Numba's on-disk cache (see the README):
+importing Numba takes ~0.2 s, loading the *first* cached kernel ~0.14 s more (it starts LLVM and
+the JIT target), and every further kernel 2-4 ms per signature. A process that builds a small
+model and runs one forward pass (a command-line prediction, a test, an app's first answer) spent
+most of its time there. So the backend loads in two steps:
+
+* **Kernel modules are imported on first use.** Each Numba primitive of
+  :class:`~minidl.backend.numba_cpu.NumbaCpuBackend` is a :class:`Kernel` attribute that imports
+  its module (and so Numba) the first time it is looked up, then replaces itself with the kernel
+  function. Within a module Numba loads each cached kernel on its first call only.
+* **A few primitives have NumPy stand-ins.** ``im2col`` (a copy), ``max_pool2d_forward``
+  (maxima and their positions), ``random_uniform`` (integer hashing and exact conversions) and
+  the evaluation form of ``batch_norm_forward`` (the reference computes it in the kernel's
+  rounding order) give the same values from the NumPy reference as from the kernel, which
+  ``tests/backend/test_kernel_loading.py`` checks. Until the kernels are loaded, a call on less
+  than :data:`SMALL_WORK` elements runs the reference, for the first :data:`STAND_IN_CALLS`
+  such calls; anything bigger, any other kernel, or the call after those, loads Numba. Which of
+  the two ran is therefore invisible in the results, and a process that keeps computing moves to
+  the kernels after its first few small calls, as the reference is several times slower per call.
+
+``MINIDL_NUMPY_STAND_INS=0`` switches the stand-ins off; :func:`load_kernels` loads everything
+now (for a server that would rather pay at start-up than on its first request).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import threading
+
+from ..reference import ReferenceBackend
+from ..threads import apply_to_numba
+
+SMALL_WORK = 1 << 15
+"""Elements below which a stand-in runs NumPy (the reference stays under ~1 ms there)."""
+
+STAND_IN_CALLS = 32
+"""How many calls the stand-ins serve before the kernels load (a small model's first passes)."""
+
+_KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "optim_kernels",
+                   "random_kernels", "rnn_kernels")
+_lock = threading.Lock()
+_state = {"loaded": False, "stand_in_calls": 0,
+          "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0"}
+
+
+def kernels_loaded() -> bool:
+    """Whether the Numba kernel modules (and so Numba) have been imported in this process."""
+    return _state["loaded"]
+
+
+def load_kernels() -> None:
+    """Import Numba and every kernel module now (each kernel still loads on its first call)."""
+    if _state["loaded"]:
+        return
+    with _lock:
+        for name in _KERNEL_MODULES:
+            importlib.import_module(f"{__package__}.{name}")
+        apply_to_numba()  # a thread count set before Numba was loaded
+        _state["loaded"] = True
+
+
+def _kernel(module: str, name: str):
+    load_kernels()
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+class Kernel:
+    """A backend attribute bound to ``module.name`` (a kernel module of this package) on first
+    use. Before the kernels are loaded, a primitive with a stand-in (below) answers with it."""
+
+    def __init__(self, module: str, stand_in=None):
+        self.module, self.stand_in = module, stand_in
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner):
+        if self.stand_in is not None and not _state["loaded"] and _state["stand_ins"]:
+            return self.stand_in
+        function = _kernel(self.module, self.name)
+        setattr(owner, self.name, staticmethod(function))  # later lookups skip this descriptor
+        return function
+
+
+def _numpy_serves(work: int) -> bool:
+    """Whether this call runs the NumPy reference (counting it if so)."""
+    if _state["loaded"] or work >= SMALL_WORK or _state["stand_in_calls"] >= STAND_IN_CALLS:
+        return False
+    _state["stand_in_calls"] += 1
+    return True
+
+
+# -- the stand-ins: the contract's signatures, the reference for small work, else the kernel ------
+
+def im2col(x, kernel_size, stride, padding, dilation):
+    """:meth:`Backend.im2col`: the reference for a small first call, else the Numba kernel."""
+    if _numpy_serves(x.size * kernel_size[0] * kernel_size[1]):
+        return ReferenceBackend.im2col(x, kernel_size, stride, padding, dilation)
+    return _kernel("conv", "im2col")(x, kernel_size, stride, padding, dilation)
+
+
+def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """:meth:`Backend.max_pool2d_forward`: the reference for a small first call, else Numba."""
+    if _numpy_serves(x.size):
+        return ReferenceBackend.max_pool2d_forward(x, kernel_size, stride, padding, dilation,
+                                                   ceil_mode)
+    return _kernel("pool", "max_pool2d_forward")(x, kernel_size, stride, padding, dilation,
+                                                 ceil_mode)
+
+
+def batch_norm_forward(x, weight, bias, mean, var, eps):
+    """:meth:`Backend.batch_norm_forward`: with given statistics (evaluation) the reference for
+    a small first call; batch statistics always run the kernel (its sums run in another order)."""
+    if mean is not None and _numpy_serves(x.size):
+        return ReferenceBackend.batch_norm_forward(x, weight, bias, mean, var, eps)
+    return _kernel("nn_kernels", "batch_norm_forward")(x, weight, bias, mean, var, eps)
+
+
+def random_uniform(shape, dtype, key, counter):
+    """:meth:`Backend.random_uniform`: the reference for a small first draw, else Numba."""
+    if _numpy_serves(math.prod(shape)):
+        return ReferenceBackend.random_uniform(shape, dtype, key, counter)
+    return _kernel("random_kernels", "random_uniform")(shape, dtype, key, counter)
