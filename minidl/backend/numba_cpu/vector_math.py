@@ -4,7 +4,7 @@ Numba compiles ``math.exp`` and ``math.erfc`` to calls into the C library, one e
 time: an exact GELU over a transformer's (batch·seq, 4·d) activations spent ~15 ns per element
 there, most of an attention block's elementwise time. The functions below use only arithmetic,
 comparisons (which become selects) and one bit cast, so a loop calling them runs 8 float64
-lanes per AVX-512 instruction (4 with AVX2); the same GELU then costs ~2 ns per element.
+lanes per AVX-512 instruction (4 with AVX2); the same GELU then costs ~1.7 ns per element.
 
 They compute in float64 and are accurate to about 2e-9 relative error: far below float32's
 rounding step (6e-8), so a float32 result rounded from them almost always equals the one
@@ -13,7 +13,15 @@ arrays and keep the C library for float64.
 
 Loops that call these must be compiled with ``error_model="numpy"``: under Numba's default
 Python error model every division first tests for a zero divisor to raise
-``ZeroDivisionError``, and that branch stops LLVM from vectorising the loop.
+``ZeroDivisionError``, and that branch stops LLVM from vectorising the loop. They should also
+pass ``fastmath=CONTRACT_TO_FMA`` so that the polynomials run as fused multiply-adds.
+
+Why float64 and not float32 arithmetic (16 lanes): the float32 kernels promise results within
+about one float32 rounding of the float64 reference, and mostly the same rounding. exp(-v²/2)
+turns a relative error e in v²/2 into an absolute error e·v²/2 in the exponent: near the
+float32 tail's end (|v| ~ 14) a float32 v² alone would cost ~6e-6 relative error, a hundred
+float32 ulps, and even for moderate v a float32 polynomial's ~1e-7 error would move most
+results off the reference's rounding.
 """
 
 from __future__ import annotations
@@ -25,7 +33,17 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["exp_of_negative", "normal_tail", "NORMAL_DENSITY_SCALE"]
+__all__ = ["exp_of_negative", "normal_tail", "NORMAL_DENSITY_SCALE", "CONTRACT_TO_FMA"]
+
+CONTRACT_TO_FMA = {"contract"}  # a set: Numba takes fastmath as a bool, set or dict
+"""Numba ``fastmath`` flags for loops calling these functions: only the licence to fuse a·b + c
+into one fused multiply-add. Without it LLVM keeps every Horner step as a multiply and an add
+(two roundings, two instructions); with it the step is one FMA rounded once, never less
+accurate. None of the other fast-math licences (reassociation, assuming no NaN or infinity,
+approximate division) is given, so the evaluation order and the NaN/inf handling stay as
+written. Measured on AVX-512: float32 GELU forward 2.6 -> 1.7 ns per element, backward
+2.75 -> 1.8, and the float32 results bit-identical to the unfused ones on 4 million samples
+(the fused float64 intermediates differ by ~1e-16 relative, far below float32's rounding)."""
 
 
 @intrinsic
@@ -49,7 +67,7 @@ _LARGEST_EXPONENT = 708.0
 _EXP_SERIES = tuple(1.0 / math.factorial(n) for n in range(10, -1, -1))
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
 def exp_of_negative(y):
     """exp(-y) for y >= 0 or NaN: 0 for y >= 708 (where float64 turns subnormal), NaN for NaN.
 
@@ -89,7 +107,7 @@ NORMAL_DENSITY_SCALE = 1.0 / math.sqrt(2.0 * math.pi)
 """phi(v) = NORMAL_DENSITY_SCALE · exp(-v²/2), the standard normal density."""
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
 def normal_tail(v):
     """(Phi(-|v|), exp(-v²/2)): the standard normal's smaller tail beyond |v|, and its density
     up to the factor :data:`NORMAL_DENSITY_SCALE` (shared, since both need the same exp).
