@@ -12,7 +12,9 @@ Epochs are numbered from 0 in the hooks, as in Keras. What a callback adds to th
 
 A callback whose behaviour depends on the past (a patience counter, the best value so far)
 keeps that in ``state_dict()``; ``fit`` stores it in every checkpoint, so a resumed run stops,
-saves and logs exactly as an uninterrupted one would.
+saves and logs exactly as an uninterrupted one would. States are stored by callback, not by
+position (:class:`CallbackStates`): a callback without state can be added or removed between a
+run and its resume, and a stateful one is found again wherever it now stands in the list.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ import os
 
 
 class Callback:
-    """Base class: override the hooks you need."""
+    """Base class: override the hooks you need.
+
+    ``state_key``: the name this callback's state is stored under in a checkpoint. By default
+    its class name, numbered from the second callback of a class on (``"EarlyStopping"``,
+    ``"EarlyStopping#2"``); set it when two callbacks of one class may change places.
+    """
+
+    state_key: str | None = None
 
     def on_train_begin(self, trainer) -> None: ...
 
@@ -44,6 +53,78 @@ class Callback:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+def state_keys(callbacks) -> list[str]:
+    """The key each callback's state is stored under (see :attr:`Callback.state_key`)."""
+    keys, seen = [], {}
+    for callback in callbacks:
+        if callback.state_key is not None:
+            keys.append(str(callback.state_key))
+            continue
+        name = type(callback).__name__
+        seen[name] = seen.get(name, 0) + 1
+        keys.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ValueError(f"fit: two callbacks have the state_key {duplicates[0]!r}; give each "
+                         f"a different one")
+    return keys
+
+
+def _saved_states(state, keys: list[str]) -> dict:
+    """{key: state} from a checkpoint's callback state. Older checkpoints stored a list with
+    one state per callback; it is read by position when the list fits the callbacks given."""
+    if not isinstance(state, dict):
+        raise ValueError("callback state: malformed (not a map)")
+    if isinstance(state.get("by_key"), dict):
+        return dict(state["by_key"])
+    states = state.get("states")
+    if not isinstance(states, list):
+        raise ValueError("callback state: malformed (neither 'by_key' nor 'states')")
+    if len(states) == len(keys):
+        return {key: s for key, s in zip(keys, states) if s}
+    return {f"callback at position {i}": s for i, s in enumerate(states) if s}
+
+
+def callback_changes(state, callbacks) -> list[str]:
+    """How the stateful callbacks given now differ from those whose state ``state`` holds
+    (``CallbackStates.state_dict()`` of a checkpoint): one line per difference."""
+    keys = state_keys(callbacks)
+    saved = _saved_states(state, keys)
+    lines = [f"callbacks/{key}: in the checkpoint, not given now (its state is dropped)"
+             for key in saved if key not in keys]
+    lines += [f"callbacks/{key}: given now, not in the checkpoint (starts afresh)"
+              for key, callback in zip(keys, callbacks)
+              if key not in saved and callback.state_dict()]
+    return lines
+
+
+class CallbackStates:
+    """The callbacks of a run as one object of the state_dict protocol, so that a
+    :class:`~minidl.checkpoint.Checkpoint` can track them.
+
+    Only callbacks with a state are stored, each under its key (:func:`state_keys`). Loading
+    gives every callback the state saved under its key and leaves the others as they are;
+    ``changes`` then lists what did not match (:func:`callback_changes`), for ``fit`` to
+    handle as ``on_change`` says.
+    """
+
+    def __init__(self, callbacks):
+        self.callbacks = list(callbacks)
+        self.keys = state_keys(self.callbacks)
+        self.changes: list[str] = []
+
+    def state_dict(self) -> dict:
+        states = ((key, callback.state_dict()) for key, callback in zip(self.keys, self.callbacks))
+        return {"by_key": {key: state for key, state in states if state}}
+
+    def load_state_dict(self, state) -> None:
+        saved = _saved_states(state, self.keys)
+        for key, callback in zip(self.keys, self.callbacks):
+            if key in saved:
+                callback.load_state_dict(saved[key])
+        self.changes = callback_changes(state, self.callbacks)
 
 
 # -- watching a metric ------------------------------------------------------------------------
@@ -291,7 +372,11 @@ class ModelCheckpoint(Callback):
     with ``md.load_model``); ``save_weights_only=True``: its ``state_dict`` (``md.save``; load
     with ``model.load_state_dict(md.load(path))``); ``save_training_state=True``: the whole
     training state of ``fit`` (model, optimizer, scheduler, data position, history, callbacks,
-    RNG), from which ``fit(..., checkpoint=CheckpointConfig(dir, restore_from=path))`` resumes.
+    RNG), from which ``fit(..., checkpoint=CheckpointConfig(dir, restore_from=path))`` resumes,
+    also with another list of callbacks: each callback given then gets the state saved for it
+    (by class and position among its class, or ``state_key``), and a stateful callback that
+    was added or removed is handled as ``CheckpointConfig.on_change`` says ("warn": restore
+    what matches and say what did not).
 
     ``filepath`` may use ``{epoch}`` (from 1), ``{step}``, ``{batch}`` (within the epoch) and
     any metric of the logs, e.g. ``"best-{epoch:02d}-{val_loss:.3f}.mdl"``; ``.mdl`` is added

@@ -42,7 +42,11 @@ class CheckpointConfig:
     ``fit`` differ from those the checkpointed run was started with (a changed learning
     rate, say): ``"warn"`` continues with the checkpoint's values and warns, listing the
     differences; ``"override"`` restores, then applies the values given now (and says so);
-    ``"error"`` refuses.  A different model (parameter shapes) or data (batch size, size of
+    ``"error"`` refuses.  The same holds for the set of stateful callbacks (those whose
+    ``state_dict()`` is not empty): each callback gets the state saved for it wherever it now
+    stands in the list, callbacks without state may be added or removed freely, and a
+    stateful callback added or removed is warned about (its state starts afresh or is
+    dropped), accepted quietly, or refused.  A different model (parameter shapes) or data (batch size, size of
     the data set) cannot be resumed and is always an error that lists what differs.
     """
 

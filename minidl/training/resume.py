@@ -5,15 +5,15 @@ the hyper-parameters changed, and saying where training resumed.
 manager from the ``CheckpointConfig``, then either starts a run (a new ``_N`` run claims its
 name at once with a step-0 checkpoint, so a crash before its first periodic save cannot make
 the next resume pick the older run) or restores one: the model, data and metrics must match
-the checkpoint's (:mod:`.run_signature`), and changed hyper-parameters are reported and
-handled as ``on_change`` says.
+the checkpoint's (:mod:`.run_signature`); changed hyper-parameters, and a changed set of
+stateful callbacks, are reported and handled as ``on_change`` says.
 """
 
 from __future__ import annotations
 
-import warnings
-
+from .. import user_warnings
 from . import run_signature
+from .callbacks import callback_changes
 
 
 def open_checkpoints(trainer) -> None:
@@ -41,11 +41,25 @@ def open_checkpoints(trainer) -> None:
                         f"(runs already there are left as they are)")
         return
     try:  # a model or data that does not fit is refused before anything is restored
-        expected = read_header(source, key=config.key).metadata.get("metadata", {}).get("fit")
+        header = read_header(source, key=config.key).metadata
+        expected = header.get("metadata", {}).get("fit")
+        saved_callbacks = header.get("objects", {}).get("callbacks")
     except (CheckpointError, AttributeError):
-        expected = None  # unreadable: the restore below reports it or falls back
+        # unreadable: the restore below reports it or falls back
+        expected = saved_callbacks = None
     if isinstance(expected, dict):
         check_structure(source, expected.get("structure", {}), given["structure"])
+    if config.on_change == "error" and saved_callbacks is not None:
+        try:
+            changes = callback_changes(saved_callbacks, trainer.callbacks)
+        except ValueError:
+            changes = []  # malformed: the restore below reports it
+        if changes:
+            raise ValueError(
+                f"fit: cannot resume from {source}: the stateful callbacks given now differ "
+                f"from the checkpoint's:\n  " + "\n  ".join(changes) + "\nTo restore the "
+                f"states that match use on_change='warn' (or 'override'); to start afresh "
+                f"restore=False.")
     step = (trainer.manager.restore(source) if config.restore_from is not None
             else trainer.manager.restore_latest())
     if step is None:  # the files vanished since we listed them
@@ -61,6 +75,7 @@ def open_checkpoints(trainer) -> None:
     if isinstance(saved, dict):
         reconcile_hyperparameters(trainer, saved.get("hyperparameters", {}),
                                         given["hyperparameters"])
+    report_callback_changes(trainer, trainer.manager.checkpoint.objects["callbacks"].changes)
     trainer.say(f"resumed from {restored} ({where(trainer)})")
 
 
@@ -101,8 +116,24 @@ def reconcile_hyperparameters(trainer, saved: dict, given: dict) -> None:
         trainer.signature = dict(trainer.signature, hyperparameters=given)
         trainer.say(f"resumed run continues with the hyper-parameters given now:{listing}")
         return
-    warnings.warn(
+    user_warnings.warn(
         f"fit: resumed from {trainer.resumed_from} with the checkpoint's hyper-parameters, "
         f"which differ from those given now:{listing}\nPass CheckpointConfig(..., "
         f"on_change='override') to use the new values, or restore=False to start a new "
-        f"run.", UserWarning, stacklevel=6)
+        f"run.")
+
+
+def report_callback_changes(trainer, changes: list[str]) -> None:
+    """Say which callback states were not restored: every callback whose state was saved
+    got it back; one given now without a saved state starts afresh (``on_change="error"``
+    refused such a change before restoring)."""
+    if not changes:
+        return
+    listing = "\n  " + "\n  ".join(changes)
+    if trainer.checkpoint_config.on_change == "override":
+        trainer.say(f"resumed run continues with the callbacks given now:{listing}")
+        return
+    user_warnings.warn(
+        f"fit: resumed from {trainer.resumed_from}, but the stateful callbacks given now "
+        f"differ from the checkpoint's; the states that match were restored:{listing}\nPass "
+        f"CheckpointConfig(..., on_change='override') to accept this without a warning.")

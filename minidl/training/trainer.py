@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import distributed as dist
 from . import resume, run_signature
-from .callbacks import Callback
+from .callbacks import Callback, CallbackStates
 from .checkpoint_model import describe_model
 from .config import CheckpointConfig
 from .data_source import (
@@ -42,24 +42,6 @@ def _count_correct(scores: np.ndarray, targets: np.ndarray) -> int | None:
     if not is_classification(scores, targets):
         return None
     return int((scores.argmax(axis=1) == targets).sum())
-
-
-class _CallbackStates:
-    """Adapts a list of callbacks to the state_dict protocol, so a Checkpoint can track them."""
-
-    def __init__(self, callbacks):
-        self.callbacks = callbacks
-
-    def state_dict(self):
-        return {"states": [c.state_dict() for c in self.callbacks]}
-
-    def load_state_dict(self, state):
-        states = state.get("states") if isinstance(state, dict) else None
-        if not isinstance(states, list) or len(states) != len(self.callbacks):
-            raise ValueError(f"callback state holds {len(states) if isinstance(states, list) else '?'}"
-                             f" entries, but fit was given {len(self.callbacks)} callbacks")
-        for callback, callback_state in zip(self.callbacks, states):
-            callback.load_state_dict(callback_state)
 
 
 def _job_wide_step(loss: float, scores: np.ndarray, targets: np.ndarray):
@@ -252,7 +234,7 @@ class Trainer:
         from ..checkpoint import Checkpoint
         tracked = {"model": self.model, "optimizer": self.optimizer, "reader": self.reader,
                    "history": self.history, "epoch_totals": self.totals,
-                   "callbacks": _CallbackStates(self.callbacks)}
+                   "callbacks": CallbackStates(self.callbacks)}
         if self.scheduler is not None:
             tracked["scheduler"] = self.scheduler
         return Checkpoint(**tracked)
