@@ -36,7 +36,9 @@ class CheckpointConfig:
       their files; a resume later continues this newest run.
 
     ``restore_from`` restores that checkpoint file instead and continues as a new run (so the
-    run the file came from is left as it was).
+    run the file came from is left as it was).  The new run's checkpoints record the file it
+    started from, so the same script run again (after a crash, or when done) continues the
+    newest run that started from that file, as ``"auto"`` would, instead of starting over.
 
     ``on_change``: what to do when the optimizer or scheduler hyper-parameters given to
     ``fit`` differ from those the checkpointed run was started with (a changed learning

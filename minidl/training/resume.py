@@ -11,6 +11,8 @@ stateful callbacks, are reported and handled as ``on_change`` says.
 
 from __future__ import annotations
 
+import os
+
 from .. import user_warnings
 from . import run_signature
 from .callbacks import callback_changes
@@ -22,9 +24,15 @@ def open_checkpoints(trainer) -> None:
 
     config = trainer.checkpoint_config
     given = trainer.signature_given()
-    new_run = config.restore is False or config.restore_from is not None
-    trainer.manager = config.build_manager(trainer.training_state(), new_run=new_run)
-    source = config.restore_from if config.restore_from is not None else (
+    restore_from = config.restore_from
+    if restore_from is not None:
+        trainer.manager = config.build_manager(trainer.training_state(), new_run=False)
+        if started_from(trainer.manager.latest, config.key) == os.path.realpath(restore_from):
+            restore_from = None  # this script ran before: continue the run it started
+    new_run = config.restore is False or restore_from is not None
+    if restore_from is not None or trainer.manager is None:
+        trainer.manager = config.build_manager(trainer.training_state(), new_run=new_run)
+    source = restore_from if restore_from is not None else (
         None if new_run else trainer.manager.latest)
     if source is None:
         if config.restore == "must":
@@ -60,7 +68,7 @@ def open_checkpoints(trainer) -> None:
                 f"from the checkpoint's:\n  " + "\n  ".join(changes) + "\nTo restore the "
                 f"states that match use on_change='warn' (or 'override'); to start afresh "
                 f"restore=False.")
-    step = (trainer.manager.restore(source) if config.restore_from is not None
+    step = (trainer.manager.restore(source) if restore_from is not None
             else trainer.manager.restore_latest())
     if step is None:  # the files vanished since we listed them
         trainer.signature = given
@@ -72,11 +80,27 @@ def open_checkpoints(trainer) -> None:
     trainer.step = trainer.saved_step = step
     trainer.resumed_from = restored
     trainer.signature = saved if isinstance(saved, dict) else given
+    if restore_from is not None:  # a new run from a chosen file: its checkpoints say which
+        trainer.signature = dict(trainer.signature, started_from=os.path.realpath(restore_from))
     if isinstance(saved, dict):
         reconcile_hyperparameters(trainer, saved.get("hyperparameters", {}),
                                         given["hyperparameters"])
     report_callback_changes(trainer, trainer.manager.checkpoint.objects["callbacks"].changes)
     trainer.say(f"resumed from {restored} ({where(trainer)})")
+
+
+def started_from(path: str | None, key) -> str | None:
+    """The file the run of checkpoint ``path`` was started from with ``restore_from=``
+    (its real path), or None: a script with ``restore_from=FILE`` that runs again continues
+    the run it started instead of starting from FILE once more."""
+    from ..io import CheckpointError, read_header
+    if path is None:
+        return None
+    try:
+        signature = read_header(path, key=key).metadata.get("metadata", {}).get("fit")
+    except (CheckpointError, AttributeError):
+        return None
+    return signature.get("started_from") if isinstance(signature, dict) else None
 
 
 def where(trainer) -> str:

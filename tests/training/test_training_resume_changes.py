@@ -97,3 +97,16 @@ def test_continuing_from_a_training_state_file_with_other_callbacks(tmp_path):
     with pytest.warns(UserWarning, match="ModelCheckpoint: in the checkpoint, not given now"):
         model = train(tmp_path / "second", [LambdaCallback()], restore_from=state_file)
     assert same_weights(model, train(tmp_path / "straight", []))
+
+
+def test_a_rerun_of_a_run_started_from_a_chosen_file_continues_that_run(tmp_path):
+    train(tmp_path, [])
+    chosen = tmp_path / "ckpt-epoch0001-batch00003-step00000003.mdl"
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path, [CrashAt(7)], restore_from=chosen)
+    model = train(tmp_path, [], restore_from=chosen)  # the same script, run again
+    runs = naming.run_prefixes("ckpt", os.listdir(tmp_path))
+    assert runs == {"ckpt", "ckpt_2"}  # no third run redoing every step from the file
+    assert same_weights(model, train(tmp_path / "straight", []))
+    steps = [naming.parse_name("ckpt_2", n) for n in os.listdir(tmp_path)]
+    assert sorted(p.step for p in steps if p) == [6, 8]
