@@ -38,3 +38,11 @@ def test_the_fit_snippet_resumes_as_the_readme_says(tmp_path, monkeypatch):
     claimed = re.search(r"`(minidl: resumed from .*?)`", README.read_text(), flags=re.S).group(1)
     assert " ".join(claimed.split()) in " ".join(second_err.split())
     assert second_out.splitlines()[-3:] == first_out.splitlines()[-3:]
+
+
+def test_the_manual_loop_ends_with_the_checkpoint_name_the_readme_gives(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    snippet = next(s for s in SNIPPETS if "md.CheckpointManager(" in s)
+    out, _ = run(snippet)
+    claimed = re.search(r"the loop above ends with `(.*?)`", README.read_text()).group(1)
+    assert out.strip().endswith("/" + claimed)

@@ -90,11 +90,24 @@ class StagedCheckpoint:
         return sum(a.nbytes for a in self.tensors.values())
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _epoch_of(obj) -> int | None:
+    """The epoch of the last batch a reader handed out, counted from 1 (0 before the first).
+
+    A reader's ``epoch`` counts the epochs it finished, and after an epoch's last batch it
+    already points at the next epoch's start (``position`` 0). So the epoch in progress is
+    ``epoch + 1`` while ``position`` is inside an epoch, and ``epoch`` itself at a boundary:
+    the end of epoch 1 is epoch 1, its successor's fifth batch epoch 2 -- the rule of
+    ``fit``'s names, so every checkpoint name means the same thing.
+    """
     epoch = getattr(obj, "epoch", None)
-    if isinstance(epoch, (int, np.integer)) and not isinstance(epoch, bool):
-        return int(epoch)
-    return None
+    if not _is_count(epoch):
+        return None
+    position = getattr(obj, "position", 0)
+    return int(epoch) + (1 if _is_count(position) and position > 0 else 0)
 
 
 class Checkpoint:
@@ -119,7 +132,8 @@ class Checkpoint:
 
     @property
     def epoch(self) -> int | None:
-        """The epoch of the first tracked object that has one (a data reader), else None."""
+        """The epoch, from 1, of the last batch handed out by the first tracked object that
+        has an epoch (a data reader); 0 before its first batch; None without a reader."""
         for obj in self._objects.values():
             epoch = _epoch_of(obj)
             if epoch is not None:

@@ -2,8 +2,9 @@
 
 The manager owns a directory of checkpoints of one run (one file name prefix):
 
-* **when** — ``maybe_save(step)`` saves every ``save_every_steps`` steps and/or every
-  ``save_every_seconds`` of the clock; ``save(step)`` saves unconditionally;
+* **when** — ``maybe_save(step)`` saves every ``save_every_steps`` steps or every
+  ``save_every_seconds`` of the clock (given both, the steps decide, as in MindSpore);
+  ``save(step)`` saves unconditionally;
 * **where** — names that carry the step and epoch (see :mod:`minidl.checkpoint.naming`);
 * **what to keep** — the policies of :mod:`minidl.checkpoint.retention`, applied after
   every committed save, so the directory never holds more than they allow;
@@ -195,13 +196,17 @@ class CheckpointManager:
 
     def maybe_save(self, step: int, metrics: dict | None = None, metadata: dict | None = None,
                    *, epoch: int | None = None, batch: int | None = None) -> str | None:
-        """Save if ``save_every_steps`` steps or ``save_every_seconds`` seconds have passed
-        since the last save; returns the new checkpoint's path, or None.  ``metadata``,
-        ``epoch`` and ``batch`` are as for :meth:`save`."""
+        """Save if ``save_every_steps`` steps, or else ``save_every_seconds`` seconds, have
+        passed since the last save (given both, the step policy wins and the clock is not
+        consulted: MindSpore's rule); returns the new checkpoint's path, or None.
+        ``metadata``, ``epoch`` and ``batch`` are as for :meth:`save`."""
         self._raise_background_error()
         due_by_steps = (self.save_every_steps is not None
                         and step - self._last_saved_step >= self.save_every_steps)
-        due_by_time = (self.save_every_seconds is not None
+        # Given both, the step policy wins and the clock is not consulted (MindSpore's rule):
+        # saves land at multiples of save_every_steps, never shifted by a save the clock
+        # asked for in between.
+        due_by_time = (self.save_every_seconds is not None and self.save_every_steps is None
                        and self.clock() - self._last_save_time >= self.save_every_seconds)
         if self.save_every_seconds is not None and dist.get_world_size() > 1:
             due_by_time = dist.broadcast_object(due_by_time)  # rank 0's clock decides for all
@@ -214,7 +219,8 @@ class CheckpointManager:
         """Save now; returns the path.
 
         The file name carries ``epoch`` and the ``batch`` within it when given (a training
-        loop knows them, counted from 1), else the tracked reader's epoch counter.
+        loop knows them, counted from 1), else the epoch of the tracked reader's last batch,
+        counted from 1 the same way (:attr:`Checkpoint.epoch`).
 
         With ``async_save`` this returns once the state is snapshotted; the file is
         committed in the background (``wait()`` blocks until it is). In a data-parallel job

@@ -4,13 +4,13 @@ A name carries the run's prefix, where training stood, and the global step, zero
 that names sort in training order::
 
     cnn-step00000120.mdl                        no data reader tracked: the step only
-    cnn-epoch0003-step00000120.mdl              the tracked reader's epoch counter
-    cnn-epoch0004-batch00013-step00000133.mdl   from ``fit``: batch 13 of epoch 4 (from 1)
+    cnn-epoch0003-step00000120.mdl              the tracked reader's last batch was in epoch 3
+    cnn-epoch0004-batch00013-step00000133.mdl   from ``fit``: batch 13 of epoch 4
     cnn_2-step00000050.mdl                      a second run (MindSpore's "_N")
 
-An epoch counter alone is ambiguous (the end of epoch 3 and the middle of epoch 4 both
-have 3 epochs done), so whoever knows the batch within the epoch -- the training loop --
-passes it and the name says both.  A directory may hold several runs of one prefix:
+Epochs count from 1 everywhere: the epoch a name carries is the one the last trained batch
+belongs to (0 before the first batch). Whoever knows the batch within the epoch -- ``fit`` --
+passes it too, and the name says exactly where training stood.  A directory may hold several runs of one prefix:
 ``prefix``, ``prefix_2``, ``prefix_3``, ...; a resuming run continues the newest (highest
 number) and a new run takes the next free number.
 

@@ -19,8 +19,9 @@ ON_CHANGE_CHOICES = ("warn", "error", "override")
 class CheckpointConfig:
     """Where and when ``fit`` checkpoints the whole training state, and how it resumes.
 
-    When to save: ``save_every_steps`` (optimizer steps) and/or ``save_every_seconds``; a
-    final checkpoint is always written when training ends.  What to keep: the newest
+    When to save: ``save_every_steps`` (optimizer steps) or ``save_every_seconds`` (given
+    both, the step policy wins and the clock is not consulted: MindSpore's rule); a final
+    checkpoint is always written when training ends.  What to keep: the newest
     ``max_to_keep`` (None keeps all), one per ``keep_every_n_minutes`` forever, the
     ``keep_best`` best by ``monitor`` (``mode`` "min" or "max"; a metric of the epoch's logs,
     e.g. "val_loss").  ``key`` encrypts the files (AES-GCM, 16/24/32 bytes); ``metadata`` is

@@ -60,7 +60,7 @@ def test_file_name_includes_the_readers_epoch(tmp_path):
     manager = CheckpointManager(Checkpoint(**objects), tmp_path, prefix="cnn")
     train(objects, 12)  # 96 samples / batch 10 -> 10 batches an epoch
     path = manager.save(12)
-    assert os.path.basename(path) == "cnn-epoch0001-step00000012.mdl"
+    assert os.path.basename(path) == "cnn-epoch0002-step00000012.mdl"  # batch 2 of epoch 2
     _, plain = counter_manager(tmp_path / "plain", prefix="cnn")
     assert os.path.basename(plain.save(120)) == "cnn-step00000120.mdl"
 

@@ -50,10 +50,10 @@ def test_zero_trains_exactly_like_the_unsharded_optimizer(runs):
 
 def test_each_rank_writes_a_shard_and_the_index_names_them_with_checksums(runs):
     names = sorted(os.listdir(runs / "zero"))
-    index = "run-epoch0000-step00000006.mdl"
+    index = "run-epoch0001-step00000006.mdl"
     assert index in names
-    shards = [n for n in names if n.startswith("run-epoch0000-step00000006.shard-")]
-    assert shards == [f"run-epoch0000-step00000006.shard-{r:05d}-of-00003.mdl" for r in range(3)]
+    shards = [n for n in names if n.startswith("run-epoch0001-step00000006.shard-")]
+    assert shards == [f"run-epoch0001-step00000006.shard-{r:05d}-of-00003.mdl" for r in range(3)]
     header, objects = checkpoint_objects(runs / "zero" / index)
     assert header["checkpoint_format"] == 2
     assert [f["name"] for f in header["shards"]["files"]] == shards
@@ -62,11 +62,11 @@ def test_each_rank_writes_a_shard_and_the_index_names_them_with_checksums(runs):
 
 
 def test_merged_shards_equal_the_unsharded_optimizer_state(runs, tmp_path, capsys):
-    index = runs / "zero" / "run-epoch0000-step00000006.mdl"
+    index = runs / "zero" / "run-epoch0001-step00000006.mdl"
     out = tmp_path / "merged.mdl"
     assert main(["merge", str(index), str(out)]) == 0, capsys.readouterr().err
     header, merged = checkpoint_objects(out)
-    _, unsharded = checkpoint_objects(runs / "adam" / "run-epoch0000-step00000006.mdl")
+    _, unsharded = checkpoint_objects(runs / "adam" / "run-epoch0001-step00000006.mdl")
     assert header["checkpoint_format"] == 1 and "shards" not in header
     assert merged["optimizer"]["param_groups"] == unsharded["optimizer"]["param_groups"]
     assert list(merged["optimizer"]["state"]) == list(unsharded["optimizer"]["state"]) == [0, 1, 2, 3]
@@ -78,11 +78,11 @@ def test_merged_shards_equal_the_unsharded_optimizer_state(runs, tmp_path, capsy
 
 def test_a_corrupted_shard_is_refused_by_merge(runs, tmp_path, capsys):
     shutil.copytree(runs / "zero", tmp_path / "zero")
-    shard = tmp_path / "zero" / "run-epoch0000-step00000006.shard-00001-of-00003.mdl"
+    shard = tmp_path / "zero" / "run-epoch0001-step00000006.shard-00001-of-00003.mdl"
     data = bytearray(shard.read_bytes())
     data[-1] ^= 1
     shard.write_bytes(bytes(data))
-    status = main(["merge", str(tmp_path / "zero" / "run-epoch0000-step00000006.mdl"),
+    status = main(["merge", str(tmp_path / "zero" / "run-epoch0001-step00000006.mdl"),
                    str(tmp_path / "out.mdl")])
     assert status == 1 and "shard-00001-of-00003" in capsys.readouterr().err
     assert not (tmp_path / "out.mdl").exists()
