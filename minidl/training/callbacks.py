@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import string
 
 
 class Callback:
@@ -364,6 +365,27 @@ class LambdaCallback(Callback):
         self._call("train_end")
 
 
+def _template_suffix(template: str) -> str:
+    """The file suffix a ``ModelCheckpoint`` template ends with ("" for none).
+
+    Only the literal text after the last format field can be a suffix: in
+    ``"best-{epoch:02d}-{val_loss:.3f}"`` the ``.3f}`` is a format spec, and the ``.`` of
+    ``"weights.{epoch:02d}"`` is followed by a field. A suffix holds a letter (``.095`` is
+    part of a number).
+    """
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise ValueError(f"ModelCheckpoint: filepath {template!r} is not a valid format "
+                         f"template ({error})") from None
+    tail = parts[-1][0] if parts and parts[-1][1] is None else ""
+    name = tail.replace(os.sep, "/").rsplit("/", 1)[-1]
+    if "." not in name:
+        return ""
+    suffix = name[name.rindex("."):]
+    return suffix if any(c.isalpha() for c in suffix) else ""
+
+
 class ModelCheckpoint(Callback):
     """Save the model at the end of every epoch, or every ``save_freq`` steps, or only when
     ``monitor`` improves (``save_best_only``, Keras's behaviour).
@@ -379,8 +401,8 @@ class ModelCheckpoint(Callback):
     what matches and say what did not).
 
     ``filepath`` may use ``{epoch}`` (from 1), ``{step}``, ``{batch}`` (within the epoch) and
-    any metric of the logs, e.g. ``"best-{epoch:02d}-{val_loss:.3f}.mdl"``; ``.mdl`` is added
-    when it has no suffix.  Every file is written atomically, and is found by
+    any metric of the logs, e.g. ``"best-{epoch:02d}-{val_loss:.3f}"``; ``.mdl`` is added
+    when the template does not end with a suffix of its own (``"m-{epoch}.weights"`` does).  Every file is written atomically, and is found by
     ``md.latest_checkpoint`` of its directory.
     """
 
@@ -388,7 +410,7 @@ class ModelCheckpoint(Callback):
                  save_best_only: bool = False, save_weights_only: bool = False,
                  save_freq="epoch", save_training_state: bool = False):
         self.filepath = os.fspath(filepath)
-        if not os.path.splitext(self.filepath)[1]:
+        if not _template_suffix(self.filepath):
             self.filepath += ".mdl"
         if save_freq != "epoch":
             _check_count("save_freq", save_freq, 1, "ModelCheckpoint (or 'epoch')")
