@@ -155,6 +155,9 @@ def write_atomically(path, write_fn: Callable[[BinaryIO], None], *, durable: boo
     After a successful write, leftovers of killed writes to ``path`` are removed.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):  # else the rename fails, naming our temporary file
+        raise IsADirectoryError(f"{path}: is a directory; give the name of a file to write, "
+                                f"e.g. {os.path.join(path, 'model.mdl')}")
     try:
         replaced_mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:

@@ -56,6 +56,13 @@ class FileHeader:
         return self.prelude.encrypted
 
 
+def _suffix_hint(path) -> str:
+    """A hint when ``path`` lacks the ``.mdl`` that a file beside it has (a name typed
+    without its suffix, as Keras users do): the name is suggested, never read silently."""
+    with_suffix = os.fspath(path) + ".mdl"
+    return f" (did you mean {with_suffix}?)" if os.path.isfile(with_suffix) else ""
+
+
 def open_regular_file(path):
     """Open ``path`` for binary reading, refusing anything that is not a regular file.
 
@@ -70,7 +77,7 @@ def open_regular_file(path):
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise MissingFileError(path, "no such file") from None
+        raise MissingFileError(path, "no such file" + _suffix_hint(path)) from None
     except IsADirectoryError:
         raise MissingFileError(path, "is a directory, not a minidl file") from None
     except OSError as exc:

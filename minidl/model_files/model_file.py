@@ -27,8 +27,20 @@ MODEL_SUFFIX = ".mdl"
 
 def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -> str:
     """Save ``model``'s topology and its ``state_dict()`` (weights and buffers) to ``path``;
-    ``.mdl`` is added when the name has no suffix.  Returns the path written."""
+    ``.mdl`` is added when the name has no suffix.  Returns the path written.
+
+    An ``.onnx`` name is refused with the call that writes ONNX (which needs an example
+    input to trace), and so is a directory: the file would otherwise be a minidl file under
+    a name every ONNX tool rejects, or appear beside the directory under another name.
+    """
     path = os.fspath(path)
+    if path.lower().endswith(".onnx"):
+        raise ValueError(f"save_model writes minidl model files, not ONNX; to write {path} "
+                         f"use md.export_onnx(model, {path!r}, example_input) (ONNX is traced "
+                         f"on an example input, e.g. md.tensor(np.zeros((1, 3), np.float32)))")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory; save_model needs a file name, e.g. "
+                                f"{os.path.join(path, 'model' + MODEL_SUFFIX)}")
     if not os.path.splitext(path)[1]:
         path += MODEL_SUFFIX
     spec = module_to_spec(model)

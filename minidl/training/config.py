@@ -15,6 +15,27 @@ RESTORE_CHOICES = ("auto", "must", False)
 ON_CHANGE_CHOICES = ("warn", "error", "override")
 
 
+# Suffixes of single model or checkpoint files (minidl's, CNTK's, ONNX, PyTorch's, Keras's):
+# given one, a user meant a file, and a directory of that name would surprise them.
+FILE_SUFFIXES = (".mdl", ".dnn", ".onnx", ".pt", ".pth", ".h5", ".keras", ".model")
+
+
+def _check_directory(directory: str) -> None:
+    """``directory`` must be able to be a directory, and must not look like a file name
+    (CNTK users write ``CheckpointConfig("myModel.dnn")``)."""
+    if os.path.isdir(directory):
+        return
+    if os.path.lexists(directory):
+        raise ValueError(f"CheckpointConfig: {directory!r} is a file; give the directory the "
+                         f"checkpoints go into (e.g. {os.path.dirname(directory) or '.'!r})")
+    if directory.lower().endswith(FILE_SUFFIXES):
+        raise ValueError(
+            f"CheckpointConfig: {directory!r} looks like a file name, but CheckpointConfig "
+            f"takes the directory its checkpoints go into (e.g. "
+            f"{os.path.splitext(directory)[0]!r}, holding ckpt-...mdl files); to keep the "
+            f"model as one file use ModelCheckpoint or md.save_model")
+
+
 @dataclass
 class CheckpointConfig:
     """Where and when ``fit`` checkpoints the whole training state, and how it resumes.
@@ -71,6 +92,7 @@ class CheckpointConfig:
 
     def __post_init__(self):
         self.directory = os.fspath(self.directory)
+        _check_directory(self.directory)
         if self.restore is True:
             self.restore = "auto"
         if self.restore not in RESTORE_CHOICES:
