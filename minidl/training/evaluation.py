@@ -33,7 +33,8 @@ def evaluate(model, data, metrics=None, *, loss_fn=None, batch_size: int = 256) 
     batch is the target).  ``metrics`` is a list of names (``"accuracy"``, ``"top_k_accuracy"``,
     ``"precision"``, ``"recall"``, ``"f1"``, ``"mae"``, ``"mse"``) or
     :class:`~minidl.training.metrics.Metric` objects; by default accuracy is reported when the
-    outputs are class scores and the targets class indices.  Returns ``{name: value}``.
+    outputs are class scores and the targets class indices or one-hot rows.  Returns
+    ``{name: value}``.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"evaluate: batch_size must be a positive integer, got {batch_size!r}")

@@ -5,7 +5,9 @@ batches or ten million; precision, recall and F1 keep a confusion matrix.  Outpu
 model returns: class scores of shape (N, C) with integer targets (N,) for classification (the
 predicted class is the arg-max, so logits and probabilities give the same result), or one score
 per sample, (N,) or (N, 1), with 0/1 targets for binary classification (positive when the score
-is above ``threshold``: 0.5 for probabilities, 0.0 for logits).
+is above ``threshold``: 0.5 for probabilities, 0.0 for logits). Class targets may also be
+one-hot rows of the outputs' shape (N, C), as ``cross_entropy`` takes them: their class is the
+row's arg-max (Keras's ``categorical_accuracy``).
 
 By name: ``"accuracy"``, ``"top_k_accuracy"`` (k=5), ``"precision"``, ``"recall"``, ``"f1"``
 (macro averages over the classes; the positive class for binary outputs), ``"mae"``, ``"mse"``.
@@ -51,10 +53,37 @@ class Metric:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+def _are_target_rows(outputs: np.ndarray, targets: np.ndarray) -> bool:
+    """Whether ``targets`` are one row per sample over the classes of ``outputs`` (N, C)."""
+    return outputs.ndim == 2 and outputs.shape[1] > 1 and targets.shape == outputs.shape
+
+
+def _is_one_hot(outputs: np.ndarray, targets: np.ndarray) -> bool:
+    return (_are_target_rows(outputs, targets) and bool(np.all((targets == 0) | (targets == 1)))
+            and bool(np.all(targets.sum(axis=1) == 1)))
+
+
+def class_indices(outputs: np.ndarray, targets) -> np.ndarray:
+    """``targets`` as class indices: rows over the classes of ``outputs`` (one-hot, or
+    smoothed labels) become their arg-max; other targets are returned as they are."""
+    targets = np.asarray(targets)
+    return targets.argmax(axis=1) if _are_target_rows(outputs, targets) else targets
+
+
 def is_classification(outputs: np.ndarray, targets: np.ndarray) -> bool:
-    """Whether ``outputs`` are class scores (N, C) for integer class ``targets`` (N,): then
-    accuracy is meaningful and ``fit``/``evaluate`` report it without being asked."""
+    """Whether ``outputs`` are class scores (N, C) for integer class ``targets`` (N,) or
+    one-hot rows (N, C): then accuracy is meaningful and ``fit``/``evaluate`` report it
+    without being asked. (Other float rows of that shape may be a regression's: not taken.)"""
+    if _is_one_hot(outputs, targets):
+        return True
     return outputs.ndim == 2 and targets.dtype.kind in "iu" and targets.shape == outputs.shape[:1]
+
+
+def count_correct(scores: np.ndarray, targets: np.ndarray) -> int | None:
+    """Correct predictions for class scores (N, C) and class targets; None for other outputs."""
+    if not is_classification(scores, targets):
+        return None
+    return int((scores.argmax(axis=1) == class_indices(scores, targets)).sum())
 
 
 def _is_binary(outputs: np.ndarray) -> bool:
@@ -96,7 +125,8 @@ class Accuracy(Metric):
 
     def update(self, outputs, targets):
         predicted = _predicted_classes(outputs, self.threshold)
-        self.correct += int((predicted == _class_targets(targets, len(predicted))).sum())
+        targets = _class_targets(class_indices(outputs, targets), len(predicted))
+        self.correct += int((predicted == targets).sum())
         self.count += len(predicted)
 
     def result(self):
@@ -122,7 +152,7 @@ class TopKAccuracy(Metric):
         if outputs.ndim != 2:
             raise ValueError(f"{self.name} needs class scores of shape (N, C), got "
                              f"{outputs.shape}")
-        targets = _class_targets(targets, len(outputs))
+        targets = _class_targets(class_indices(outputs, targets), len(outputs))
         k = min(self.k, outputs.shape[1])
         # The target is in the top k when fewer than k classes score strictly higher than it.
         target_scores = outputs[np.arange(len(outputs)), targets]
@@ -163,7 +193,7 @@ class _ConfusionMetric(Metric):
 
     def update(self, outputs, targets):
         predicted = _predicted_classes(outputs, self.threshold)
-        targets = _class_targets(targets, len(predicted))
+        targets = _class_targets(class_indices(outputs, targets), len(predicted))
         self.binary = _is_binary(outputs)
         classes = max(2 if self.binary else outputs.shape[1], self.confusion.shape[0],
                       int(targets.max(initial=-1)) + 1)

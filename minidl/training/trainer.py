@@ -33,15 +33,8 @@ from .data_source import (
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
-from .metrics import Metric, get_metric, is_classification
+from .metrics import Metric, count_correct, get_metric
 from .progress import Progress
-
-
-def _count_correct(scores: np.ndarray, targets: np.ndarray) -> int | None:
-    """Correct predictions for classification outputs (N, C) and integer targets; else None."""
-    if not is_classification(scores, targets):
-        return None
-    return int((scores.argmax(axis=1) == targets).sum())
 
 
 def _job_wide_step(loss: float, scores: np.ndarray, targets: np.ndarray):
@@ -286,7 +279,7 @@ class Trainer:
             loss_value, scores, targets = _job_wide_step(loss_value, scores, targets)
         for metric in self.totals.metrics:
             metric.update(scores, targets)
-        return loss_value, len(targets), _count_correct(scores, targets)
+        return loss_value, len(targets), count_correct(scores, targets)
 
     def evaluate(self, data, metrics=None) -> dict:
         """Loss and metrics of the model over ``data`` (see :func:`minidl.training.evaluate`);
