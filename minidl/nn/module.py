@@ -117,6 +117,12 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
+        # A NumPy array given where a Tensor belongs is taken as md.tensor would take it
+        # (dtype kept), so ``model(x)`` works on the arrays a data set holds.
+        if any(isinstance(a, np.ndarray) for a in args) \
+                or any(isinstance(v, np.ndarray) for v in kwargs.values()):
+            args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+            kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
         if tracing.active is not None:
             return tracing.active.on_module(self, args, kwargs,
                                             lambda: self.forward(*args, **kwargs))
