@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from .. import distributed as dist
-from . import resume, run_signature
+from . import by_name, resume, run_signature
 from .callbacks import Callback, CallbackStates
 from .checkpoint_model import describe_model
 from .config import CheckpointConfig
@@ -154,6 +154,7 @@ class Trainer:
                  async_save: bool | None = None, restore: str | bool | None = None):
         if (epochs is None) == (steps is None):
             raise ValueError("fit: give exactly one of epochs= and steps=")
+        loss_fn, optimizer = by_name.loss_from(loss_fn), by_name.optimizer_from(optimizer, model)
         if val_data is not None:
             if validation_data is not None:
                 raise TypeError("fit: val_data is the older name of validation_data; give one")
@@ -387,6 +388,11 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
         save_every_seconds: float | None = None, max_to_keep: int | None = None,
         async_save: bool | None = None, restore: str | bool | None = None) -> History:
     """Train ``model`` and return its :class:`History` (``history.history["val_loss"]``, ...).
+
+    ``loss_fn`` is a loss module or function, or a Keras name (``"mse"``,
+    ``"categorical_crossentropy"``, ...); ``optimizer`` an optimizer over the model's
+    parameters, or a Keras name (``"adam"``, ``"sgd"``, ...: Keras's default learning rate);
+    see :mod:`minidl.training.by_name`.
 
     ``data``: ``(X, y)`` arrays (read in batches of ``batch_size``, default 32, shuffled each
     epoch by ``shuffle`` with the fixed ``seed``), a data set, or a reader (``DataReader``,
