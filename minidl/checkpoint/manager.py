@@ -34,6 +34,7 @@ import time
 import warnings
 
 from minidl import distributed as dist
+from minidl import user_warnings
 from minidl.checkpoint import data_parallel, naming, sharded
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
@@ -107,6 +108,7 @@ class CheckpointManager:
         self._lock = threading.Lock()  # guards _records against the background writer
         self._writer = BackgroundWriter() if async_save else None
         self._spare_tensors: dict | None = None  # buffers of the last written async snapshot
+        self._said_missing = False  # whether a missing monitored metric was reported
 
         naming.check_prefix(prefix)
         names = self._list_directory()
@@ -247,6 +249,18 @@ class CheckpointManager:
             raise
         return data_parallel.share_outcome(path)
 
+    def _check_monitored(self, metrics: dict) -> None:
+        """Say once when saves come with metrics but not the monitored one (``val_loss``
+        without validation data, a typo): keep_best then has nothing to rank by."""
+        monitor = self.policy.monitor
+        if monitor is None or not metrics or monitor in metrics or self._said_missing:
+            return
+        self._said_missing = True
+        hint = (" (val_ metrics need validation data)" if monitor.startswith("val_") else "")
+        user_warnings.warn(f"CheckpointManager: monitor {monitor!r} is not among the metrics "
+                           f"of the saves{hint}; they hold {sorted(metrics)}. keep_best keeps "
+                           f"no checkpoint for it; the other policies apply.")
+
     def _write_shards(self, step: int, epoch: int | None, batch: int | None) -> dict | None:
         """Every rank writes its shard of sharded objects (ZeRO); None when there are none."""
         objects = {name: obj for name, obj in self.checkpoint.objects.items()
@@ -258,6 +272,7 @@ class CheckpointManager:
                                     key=self.key)
 
     def _save_as_writer(self, step, now, metrics, metadata, epoch, batch, gathered: dict) -> str:
+        self._check_monitored(metrics)
         saved_by_manager = {"time": float(now), "metrics": metrics}
         if self._writer is None:
             # Training waits for a synchronous save: the live arrays are written as they are.

@@ -24,6 +24,8 @@ import math
 import os
 import string
 
+from .. import user_warnings
+
 
 class Callback:
     """Base class: override the hooks you need.
@@ -152,10 +154,22 @@ def _worst(mode: str) -> float:
     return math.inf if mode == "min" else -math.inf
 
 
-def _monitored(logs: dict, monitor: str, who: str) -> float:
-    if monitor not in logs:
-        raise KeyError(f"{who}: metric {monitor!r} was not computed; available: {sorted(logs)}")
-    return float(logs[monitor])
+def _monitored(callback, logs: dict, who: str, consequence: str) -> float | None:
+    """The value of ``callback.monitor`` in ``logs``; None when the run does not compute it.
+
+    A metric that is missing (``val_loss`` without validation data, a typo) is said once,
+    with what the callback does about it, and training goes on: Keras's behaviour, where an
+    error at the end of the first epoch would cost the run.
+    """
+    if callback.monitor in logs:
+        return float(logs[callback.monitor])
+    if not getattr(callback, "_said_missing", False):
+        callback._said_missing = True
+        hint = (" (val_ metrics need validation_data= or validation_split=)"
+                if callback.monitor.startswith("val_") else "")
+        user_warnings.warn(f"{who}: metric {callback.monitor!r} is not computed by this run"
+                           f"{hint}; available: {sorted(logs)}. {consequence}")
+    return None
 
 
 def _check_count(name: str, value, low: int, who: str) -> int:
@@ -187,7 +201,9 @@ class EarlyStopping(Callback):
         self.best_weights = None
 
     def on_epoch_end(self, trainer, epoch, logs):
-        value = _monitored(logs, self.monitor, "EarlyStopping")
+        value = _monitored(self, logs, "EarlyStopping", "It will not stop training.")
+        if value is None:
+            return
         if _improved(value, self.best, self.mode, self.min_delta):
             self.best, self.best_epoch, self.wait = value, epoch, 0
             if self.restore_best_weights:
@@ -238,7 +254,9 @@ class ReduceLROnPlateau(Callback):
                              "a scheduler=, which would overwrite it. Use one of the two.")
 
     def on_epoch_end(self, trainer, epoch, logs):
-        value = _monitored(logs, self.monitor, "ReduceLROnPlateau")
+        value = _monitored(self, logs, "ReduceLROnPlateau", "The rate is left as it is.")
+        if value is None:
+            return
         if self.cooldown_left > 0:
             self.cooldown_left -= 1
             self.wait = 0
@@ -444,8 +462,9 @@ class ModelCheckpoint(Callback):
         from ..io import save
         from ..model_files import save_model
         if self.save_best_only:
-            value = _monitored(logs, self.monitor, "ModelCheckpoint")
-            if not _improved(value, self.best, self.mode, 0.0):
+            value = _monitored(self, logs, "ModelCheckpoint",
+                               "With save_best_only, no file is saved.")
+            if value is None or not _improved(value, self.best, self.mode, 0.0):
                 return
             self.best = value
         epoch, batch = trainer.position

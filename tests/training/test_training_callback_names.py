@@ -39,3 +39,25 @@ def test_a_template_with_format_fields_gets_the_mdl_suffix(tmp_path, template, f
 def test_a_template_with_its_own_suffix_keeps_it(tmp_path):
     fit([ModelCheckpoint(tmp_path / "m-{epoch}.weights", save_weights_only=True)])
     assert sorted(os.listdir(tmp_path)) == ["m-1.weights", "m-2.weights"]
+
+
+@pytest.mark.parametrize("callback, consequence", [
+    (lambda d: ModelCheckpoint(d / "best", save_best_only=True), "no file is saved"),
+    (lambda d: EarlyStopping(patience=0), "will not stop training"),
+    (lambda d: ReduceLROnPlateau(patience=0), "rate is left as it is"),
+])
+def test_a_monitored_metric_that_is_never_computed_is_said_once_and_training_goes_on(
+        tmp_path, callback, consequence):
+    with pytest.warns(UserWarning, match=rf"'val_loss' is not computed.*validation_data=.*"
+                                         rf"{consequence}") as record:
+        fit([callback(tmp_path)], epochs=3)
+    assert len([w for w in record if "val_loss" in str(w.message)]) == 1
+    assert record[0].filename == __file__
+    assert not os.path.exists(tmp_path / "best.mdl")
+
+
+def test_keep_best_by_a_metric_never_computed_is_said_once(tmp_path):
+    with pytest.warns(UserWarning, match=r"monitor 'val_loss' is not among the metrics") as record:
+        fit([], epochs=3, checkpoint=CheckpointConfig(tmp_path, monitor="val_loss", keep_best=1,
+                                                      save_every_steps=1))
+    assert len(record) == 1
