@@ -153,7 +153,8 @@ def _read_header(path, file, key) -> FileHeader:
         raise ChecksumMismatchError(path, "header checksum mismatch: the header is damaged")
     if prelude.encrypted:
         if key is None:
-            raise DecryptionError(path, "file is encrypted; pass key= to read it")
+            raise DecryptionError(path, "file is encrypted; a key is needed to read it "
+                                            "(key= in Python, --key-file on the command line)")
         cipher = _cipher_for_reading(path, key)
         if len(stored) <= GCM_TAG_SIZE:
             raise CorruptFileError(path, "encrypted header is shorter than its tag")

@@ -91,6 +91,11 @@ def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bo
 def _build_for(path: str, info):
     """The module a model file's header describes, with placeholder weights, after checking
     that its index holds exactly the tensors the module needs (nothing read yet)."""
+    if info.kind == "checkpoint":
+        raise WrongKindError(path, "holds a training checkpoint, not a model: "
+                                   "md.training.model_from_checkpoint(path) rebuilds the model "
+                                   "of a checkpoint written by fit, md.load(path) reads its raw "
+                                   "state")
     if info.kind != "model":
         raise WrongKindError(path, f"holds a {info.kind!r} file, not a model (use minidl.load)")
     spec = model_contents(path, info.metadata, {})["spec"]

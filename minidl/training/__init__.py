@@ -13,6 +13,7 @@ from .callbacks import (
     Callback, CSVLogger, EarlyStopping, LambdaCallback, LearningRateScheduler, ModelCheckpoint,
     ReduceLROnPlateau,
 )
+from .checkpoint_model import model_from_checkpoint
 from .config import CheckpointConfig
 from .evaluation import evaluate, predict
 from .history import History, plot_history
@@ -28,4 +29,5 @@ __all__ = [
     "CSVLogger", "LambdaCallback",
     "Metric", "Accuracy", "TopKAccuracy", "Precision", "Recall", "F1Score", "MeanAbsoluteError",
     "MeanSquaredError",
+    "model_from_checkpoint",
 ]
