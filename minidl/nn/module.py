@@ -339,7 +339,9 @@ class Module:
         name and type, output shape, parameter count, then the totals (Keras's summary).
 
         ``input_shape=(1, 1, 8, 8)`` (or ``example_input=``) runs the model once in eval
-        mode, without gradients, to learn each layer's output shape.
+        mode, without gradients, to learn each layer's output shape. The shape includes the
+        batch axis (PyTorch's rule; Keras's leaves it out): a shape the model fails on is
+        reported, with the shape that has a batch axis when the model runs on that.
         """
         from .summary import summarize
         text = summarize(self, input_shape, example_input)

@@ -58,13 +58,31 @@ def _output_shapes(model, example_input) -> dict[int, str]:
     return recorder.shapes
 
 
+def _shape_hint(model, input_shape: tuple, dtype, error: Exception) -> str:
+    """Why running the model on zeros of ``input_shape`` failed, and the likely fix: Keras's
+    ``input_shape`` leaves out the batch axis, minidl's (PyTorch's) includes it. The shape
+    with a batch axis of 1 is tried, and suggested only when the model runs on it."""
+    message = (f"summary: the model failed on an input of shape {input_shape} "
+               f"({type(error).__name__}: {error}); input_shape includes the batch axis")
+    try:
+        _output_shapes(model, np.zeros((1,) + input_shape, dtype))
+    except Exception:
+        return message
+    return message + f": input_shape={(1,) + input_shape} runs"
+
+
 def summarize(model, input_shape=None, example_input=None, dtype=np.float32) -> str:
     """The summary table of ``model`` as text (see :meth:`Module.summary`)."""
     if input_shape is not None and example_input is not None:
         raise ValueError("summary: give input_shape or example_input, not both")
     if input_shape is not None:
         example_input = np.zeros(tuple(input_shape), dtype)
-    shapes = _output_shapes(model, example_input) if example_input is not None else {}
+        try:
+            shapes = _output_shapes(model, example_input)
+        except Exception as error:
+            raise ValueError(_shape_hint(model, tuple(input_shape), dtype, error)) from error
+    else:
+        shapes = _output_shapes(model, example_input) if example_input is not None else {}
     rows = []
     for name, module in model.named_modules():
         if not name and any(True for _ in module.children()):

@@ -23,3 +23,13 @@ def test_a_module_with_keyword_and_several_inputs_takes_arrays():
     out, _ = attention(x, x, value=x)
     expected, _ = attention(md.tensor(x), md.tensor(x), value=md.tensor(x))
     assert np.array_equal(out.numpy(), expected.numpy())
+
+
+def test_summary_without_the_batch_axis_says_that_it_is_expected():
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(), nn.Linear(256, 10))
+    with pytest.raises(ValueError, match=r"includes the batch axis: input_shape=\(1, 1, 8, 8\) "
+                                         r"runs"):
+        model.summary(input_shape=(1, 8, 8), print_fn=None)
+    assert "(1, 10)" in model.summary(input_shape=(1, 1, 8, 8), print_fn=None)
+    with pytest.raises(ValueError, match=r"includes the batch axis\Z"):  # no false suggestion
+        model.summary(input_shape=(1, 2, 8, 8), print_fn=None)
