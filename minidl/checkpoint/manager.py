@@ -31,7 +31,6 @@ import math
 import os
 import threading
 import time
-import warnings
 
 from minidl import distributed as dist
 from minidl import user_warnings
@@ -391,8 +390,8 @@ class CheckpointManager:
                         vanished = True
                         break
                     failures[record.path] = exc
-                    warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
-                                  RuntimeWarning, stacklevel=4)
+                    user_warnings.warn(f"skipping unusable checkpoint {exc}; trying an "
+                                       f"older one", RuntimeWarning)
                     continue
                 self.last_restored = info
                 self._last_saved_step, self._last_save_time = info.step, self.clock()

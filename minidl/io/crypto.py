@@ -38,8 +38,8 @@ def new_cipher(key: bytes):
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("encrypted minidl files need the 'cryptography' package "
-                          "(pip install cryptography)") from exc
+        raise ImportError("encrypted minidl files need the 'cryptography' package: "
+                          "pip install 'minidl[crypto]'") from exc
     return AESGCM(key)
 
 

@@ -15,8 +15,14 @@ Needs the ``hypothesis`` package; ``import minidl`` does not import this module.
 checksums, for tests of what checksums cannot catch.
 """
 
-from minidl.testing.strategies import (
-    Mutation, arrays, as_saved, assert_same_value, mutations, scalars, values)
+try:
+    from minidl.testing.strategies import (
+        Mutation, arrays, as_saved, assert_same_value, mutations, scalars, values)
+except ModuleNotFoundError as error:
+    if error.name != "hypothesis" and "hypothesis" not in str(error):
+        raise
+    raise ModuleNotFoundError("minidl.testing needs the 'hypothesis' package: "
+                              "pip install 'minidl[test]'", name="hypothesis") from error
 
 __all__ = ["arrays", "scalars", "values", "mutations", "Mutation", "as_saved",
            "assert_same_value"]

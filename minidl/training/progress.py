@@ -17,6 +17,16 @@ def _format(logs: dict) -> str:
     return " - ".join(f"{name} {value:.4f}" for name, value in logs.items())
 
 
+_said: set[str] = set()
+
+
+def _say_once(stream, text: str) -> None:
+    """``text`` on ``stream``, once per process: a hint, not a line every epoch or run."""
+    if text not in _said:
+        _said.add(text)
+        print(text, file=stream, flush=True)
+
+
 class Progress:
     """Writes to ``stream`` (default ``sys.stdout``); ``enabled=False`` writes nothing."""
 
@@ -33,7 +43,8 @@ class Progress:
                 from tqdm.auto import tqdm
                 self.tqdm = tqdm
             except ImportError:
-                pass
+                _say_once(self.stream, "minidl: no progress bar: it needs tqdm, "
+                                       "pip install 'minidl[progress]'; one line per epoch")
 
     def _epoch_label(self, epoch: int) -> str:
         return f"epoch {epoch + 1}" + (f"/{self.epochs}" if self.epochs else "")
