@@ -34,6 +34,10 @@ from minidl.datasets import load_digits
 from minidl.training import Callback
 
 
+# Under demo_output/, which git ignores: a demo run from a checkout leaves it clean.
+DEFAULT_PLOT = os.path.join("demo_output", "demo_history.png")
+
+
 def build_model() -> nn.Module:
     """The API.md CNN, a little wider: conv-bn-relu-pool twice, then a linear classifier."""
     return nn.Sequential(
@@ -138,16 +142,18 @@ def main() -> None:
                         help="keep the run directories (checkpoints, final model, ONNX file) "
                              "and print where they are")
     parser.add_argument("--plot", default=None, metavar="PATH",
-                        help="PNG plot of loss and accuracy per epoch (default: "
-                             "demo_history.png; needs matplotlib)")
+                        help=f"PNG plot of loss and accuracy per epoch (default: "
+                             f"{DEFAULT_PLOT}; needs matplotlib)")
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.epochs, args.plot)
     sys.stdout.reconfigure(line_buffering=True)  # show each line at once, also through a pipe
-    plot_path = os.path.abspath(args.plot or "demo_history.png")
+    plot_path = os.path.abspath(args.plot or DEFAULT_PLOT)
     if importlib.util.find_spec("matplotlib") is None:
         print("(no plot: matplotlib is not installed; pip install 'minidl[plot]')")
         plot_path = None
+    elif args.plot is None:
+        os.makedirs(os.path.dirname(plot_path), exist_ok=True)
 
     workdir = tempfile.mkdtemp(prefix="minidl-demo-")
     steps_total = args.epochs * -(-len(load_digits("train")[1]) // 32)

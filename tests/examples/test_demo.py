@@ -1,5 +1,6 @@
 """The demo, run as a user would pipe it: lines arrive while it runs, and it names its plot."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -23,6 +24,19 @@ def test_demo_prints_as_it_goes_through_a_pipe_and_writes_the_plot_it_names(tmp_
     assert first.startswith("1. Training straight through") and still_running
     assert "epoch 1/2 - " in rest and "resumed from" in rest
     assert "bit-for-bit identical: YES" in rest
-    plot = tmp_path / "demo_history.png"
+    plot = tmp_path / "demo_output" / "demo_history.png"
     assert f"plotted in {plot}" in rest
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_default_plot_path_is_ignored_by_git():
+    git = subprocess.run(["git", "-C", str(DEMO.parents[1]), "rev-parse", "--git-dir"],
+                         capture_output=True)
+    if git.returncode != 0:
+        pytest.skip("not a git checkout")
+    spec = importlib.util.spec_from_file_location("demo", DEMO)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    ignored = subprocess.run(["git", "-C", str(DEMO.parents[1]), "check-ignore", "-q",
+                              demo.DEFAULT_PLOT])
+    assert ignored.returncode == 0, f"{demo.DEFAULT_PLOT} would dirty the checkout"

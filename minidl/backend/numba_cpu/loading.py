@@ -22,6 +22,11 @@ most of its time there. So the backend loads in two steps:
 
 ``MINIDL_NUMPY_STAND_INS=0`` switches the stand-ins off; :func:`load_kernels` loads everything
 now (for a server that would rather pay at start-up than on its first request).
+
+Loading from the cache is quick; compiling is not (the demo's first epoch waits ~40 s on two
+cores while Numba compiles). So when a kernel module is first used and none of its kernels is
+in Numba's on-disk cache yet -- a first run -- the process says so once on stderr, and never
+when the cache is there.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import sys
 import threading
 
 from ..reference import ReferenceBackend
@@ -44,7 +50,8 @@ _KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "optim_kernels"
                    "random_kernels", "rnn_kernels")
 _lock = threading.Lock()
 _state = {"loaded": False, "stand_in_calls": 0,
-          "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0"}
+          "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0",
+          "cache_checked": set(), "said_compiling": False}
 
 
 def kernels_loaded() -> bool:
@@ -65,7 +72,29 @@ def load_kernels() -> None:
 
 def _kernel(module: str, name: str):
     load_kernels()
-    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    kernel_module = importlib.import_module(f"{__package__}.{module}")
+    if module not in _state["cache_checked"]:
+        _state["cache_checked"].add(module)
+        if not _state["said_compiling"] and not_cached(kernel_module):
+            _state["said_compiling"] = True
+            print("minidl: compiling kernels (first run only; later runs load them from "
+                  "Numba's cache)...", file=sys.stderr, flush=True)
+    return getattr(kernel_module, name)
+
+
+def not_cached(kernel_module) -> bool:
+    """Whether none of ``kernel_module``'s Numba kernels has an entry in Numba's on-disk cache
+    (the index file its cache locator names): their first calls will compile, which takes
+    seconds per kernel. A module with some kernels cached counts as cached (a kernel it holds
+    that a program never calls is never compiled)."""
+    from numba.core.dispatcher import Dispatcher
+    index_paths = []
+    for value in vars(kernel_module).values():
+        cache = getattr(value, "_cache", None) if isinstance(value, Dispatcher) else None
+        index_path = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+        if index_path is not None:  # None: a kernel without cache=True, or another Numba
+            index_paths.append(index_path)
+    return bool(index_paths) and not any(os.path.exists(p) for p in index_paths)
 
 
 class Kernel:
