@@ -42,7 +42,7 @@ fi
 install_torch() {
     local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
     echo "minidl: installing the CPU build of PyTorch $torch_version for the comparison tests" \
-         "(about a minute; skip with --without-torch)" >&2
+         "(about 200 MB, once; minutes on a loaded machine; skip with --without-torch)" >&2
     "${pip[@]}" "torch==$torch_version+cpu" >/dev/null 2>&1 && return 0
     echo "minidl: not found locally; trying PyTorch's CPU package index" >&2
     "${pip[@]}" --timeout 30 --retries 1 "torch==$torch_version" \

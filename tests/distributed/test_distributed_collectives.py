@@ -2,7 +2,6 @@
 
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -20,32 +19,29 @@ def test_collectives_on_tensors_and_arrays(ranks):
 
 
 def run_failing(mode):
-    began = time.monotonic()
-    result = subprocess.run(command(3, SCRIPT, mode), capture_output=True, text=True,
-                            timeout=180, env=environment())
-    return result, time.monotonic() - began
+    # The timeout only guards against a hang; what is asserted is how the job ended.
+    return subprocess.run(command(3, SCRIPT, mode), capture_output=True, text=True,
+                          timeout=900, env=environment())
 
 
 def test_a_rank_that_never_arrives_makes_the_others_fail_fast():
-    result, seconds = run_failing("straggler")
+    result = run_failing("straggler")
     assert result.returncode != 0
     assert "DistributedError" in result.stderr and "waited 3 s" in result.stderr
-    # The straggler sleeps 120 s: a job that ends well before that was aborted, not waited for
-    # (the margin leaves room for slow process start-up on a loaded machine).
-    assert seconds < 60
+    assert "MPI_Abort" in result.stderr  # a waiting rank ended the whole job ...
+    assert "rank 1 woke up" not in result.stdout  # ... while the straggler still slept
 
 
 def test_mismatched_models_are_refused_at_wrap_time():
-    result, _ = run_failing("mismatch")
+    result = run_failing("mismatch")
     assert result.returncode != 0
     assert "DistributedDataParallel: the model on rank" in result.stderr
     assert "0.weight" in result.stderr
 
 
 def test_a_restore_that_fails_on_one_rank_fails_on_every_rank_at_once(tmp_path):
-    began = time.monotonic()
     result = run(3, SCRIPT, "restore", str(tmp_path / "run"))
-    assert time.monotonic() - began < 60  # no rank waited out the 120 s timeout
+    # Every rank learns rank 1's reason (no rank waits out the collective timeout instead).
     assert "rank 1 refused" in result.stdout and "does not match" in result.stdout
     for rank in (0, 2):
         assert f"rank {rank} refused" in result.stdout
