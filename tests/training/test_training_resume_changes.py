@@ -110,3 +110,26 @@ def test_a_rerun_of_a_run_started_from_a_chosen_file_continues_that_run(tmp_path
     assert same_weights(model, train(tmp_path / "straight", []))
     steps = [naming.parse_name("ckpt_2", n) for n in os.listdir(tmp_path)]
     assert sorted(p.step for p in steps if p) == [6, 8]
+
+
+def test_override_accepts_a_changed_set_of_stateful_callbacks_quietly(tmp_path, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path, [FlatValLoss(), EarlyStopping(patience=5), CrashAt(7)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train(tmp_path, [FlatValLoss(), ModelCheckpoint(tmp_path / "m")], on_change="override")
+    assert "continues with the callbacks given now" in capsys.readouterr().err
+
+
+def test_callback_state_of_older_checkpoints_is_read_by_position_when_it_fits():
+    from minidl.training.callbacks import CallbackStates
+    stopping = EarlyStopping()
+    states = CallbackStates([LambdaCallback(), stopping])
+    states.load_state_dict({"states": [{}, {"best": 0.5, "wait": 2}]})  # one per callback
+    assert (stopping.best, stopping.wait, states.changes) == (0.5, 2, [])
+    other = CallbackStates([EarlyStopping()])
+    other.load_state_dict({"states": [{}, {"best": 0.5, "wait": 2}]})  # another list
+    assert other.changes == [
+        "callbacks/callback at position 1: in the checkpoint, not given now (its state is "
+        "dropped)",
+        "callbacks/EarlyStopping: given now, not in the checkpoint (starts afresh)"]
