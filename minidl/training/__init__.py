@@ -6,7 +6,7 @@ and a metric history.
 ``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
 inside a checkpoint; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
 evaluation and prediction; ``callbacks.py``, ``progress.py`` and ``history.py`` what the user
-sees and hooks into.
+sees and hooks into; ``by_name.py`` the Keras names ``fit`` takes for a loss and an optimizer.
 """
 
 from .callbacks import (
