@@ -75,6 +75,8 @@ class StepBar:
     """The parent's view of a child's progress: a bar on a terminal, nothing extra otherwise
     (the child's one line per epoch is shown in both cases)."""
 
+    hinted = False  # whether the hint about tqdm was printed
+
     def __init__(self, total: int, initial: int):
         self.bar = None
         if sys.stdout.isatty():
@@ -83,7 +85,9 @@ class StepBar:
                 self.bar = tqdm(total=total, initial=initial, unit="step", leave=False,
                                 dynamic_ncols=True)
             except ImportError:
-                pass
+                if not StepBar.hinted:  # once, not for every child run
+                    StepBar.hinted = True
+                    print("   (no progress bar: it needs tqdm, pip install 'minidl[progress]')")
 
     def update(self, step: int) -> None:
         if self.bar is not None:
