@@ -309,7 +309,13 @@ class MeanSquaredError(_ErrorMetric):
 
 BY_NAME = {"accuracy": Accuracy, "acc": Accuracy, "top_k_accuracy": TopKAccuracy,
            "precision": Precision, "recall": Recall, "f1": F1Score,
-           "mae": MeanAbsoluteError, "mse": MeanSquaredError}
+           "mae": MeanAbsoluteError, "mse": MeanSquaredError,
+           # Keras's longer names; the logs use the short ones above. Accuracy reads class
+           # indices and one-hot rows alike, so Keras's three accuracies are one metric here.
+           "categorical_accuracy": Accuracy, "sparse_categorical_accuracy": Accuracy,
+           "binary_accuracy": Accuracy, "top_k_categorical_accuracy": TopKAccuracy,
+           "sparse_top_k_categorical_accuracy": TopKAccuracy,
+           "mean_absolute_error": MeanAbsoluteError, "mean_squared_error": MeanSquaredError}
 
 
 def get_metric(metric) -> Metric:

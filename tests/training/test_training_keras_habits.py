@@ -60,3 +60,15 @@ def test_unknown_names_say_what_fit_takes(loss, optimizer, message):
     with pytest.raises((ValueError, TypeError), match=message):
         md.fit(model, loss, optimizer, (np.ones((8, 4), np.float32), np.ones((8, 1))),
                epochs=1, progress=False)
+
+
+def test_keras_metric_names_are_understood():
+    scores = np.random.default_rng(1).standard_normal((64, 10)).astype(np.float32)
+    targets_by_name = {"categorical_accuracy": ONE_HOT, "sparse_categorical_accuracy": Y,
+                     "top_k_categorical_accuracy": ONE_HOT}
+    for name, targets in targets_by_name.items():
+        metric = md.training.metrics.get_metric(name)
+        metric.update(scores, targets)
+        reference = Accuracy() if "top_k" not in name else TopKAccuracy()
+        reference.update(scores, Y)
+        assert metric.result() == reference.result()
