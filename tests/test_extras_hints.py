@@ -10,6 +10,7 @@ import pytest
 
 import minidl as md
 from minidl import nn, optim
+from minidl.training import progress as progress_module
 from minidl.training.progress import Progress
 
 
@@ -21,6 +22,7 @@ class Terminal(io.StringIO):
 def test_no_tqdm_on_a_terminal_says_which_extra_brings_the_bar(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setattr(progress_module, "_said", set())  # as in a fresh process
     stream = Terminal()
     progress = Progress(True, 1, 2, stream=stream)
     progress.begin_epoch(0, 0)
