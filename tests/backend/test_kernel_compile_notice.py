@@ -20,11 +20,13 @@ def test_a_module_counts_as_cached_once_numba_has_written_a_kernel_of_it(tmp_pat
     (tmp_path / "tiny_kernels.py").write_text(
         "from numba import njit\n\n@njit(cache=True)\ndef double(x):\n    return 2 * x\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("tiny_kernels")
-    monkeypatch.delitem(sys.modules, "tiny_kernels")  # this file's module, not a later one's
-    assert loading.not_cached(module)
-    module.double(1.0)  # compiles, and writes the cache
-    assert not loading.not_cached(module)
+    try:
+        module = importlib.import_module("tiny_kernels")
+        assert loading.not_cached(module)
+        module.double(1.0)  # compiles, and writes the cache
+        assert not loading.not_cached(module)
+    finally:
+        sys.modules.pop("tiny_kernels", None)
 
 
 @pytest.mark.parametrize("uncached", [True, False])
