@@ -20,18 +20,18 @@ from .callbacks import callback_changes
 
 def open_checkpoints(trainer) -> None:
     """Build the manager, and restore what ``restore``/``restore_from`` ask for."""
+    from ..checkpoint import latest_checkpoint
     from ..io import CheckpointError, read_header
 
     config = trainer.checkpoint_config
     given = trainer.signature_given()
     restore_from = config.restore_from
     if restore_from is not None:
-        trainer.manager = config.build_manager(trainer.training_state(), new_run=False)
-        if started_from(trainer.manager.latest, config.key) == os.path.realpath(restore_from):
+        newest = latest_checkpoint(config.directory, prefix=config.prefix)
+        if started_from(newest, config.key) == os.path.realpath(restore_from):
             restore_from = None  # this script ran before: continue the run it started
     new_run = config.restore is False or restore_from is not None
-    if restore_from is not None or trainer.manager is None:
-        trainer.manager = config.build_manager(trainer.training_state(), new_run=new_run)
+    trainer.manager = config.build_manager(trainer.training_state(), new_run=new_run)
     source = restore_from if restore_from is not None else (
         None if new_run else trainer.manager.latest)
     if source is None:
