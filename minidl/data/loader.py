@@ -97,7 +97,8 @@ class DataLoader(DataReader):
         self._gather = _Gather(dataset, default_collation=collate_fn is None)
         depth = self.num_workers * self.prefetch_factor
         if isinstance(dataset, IterableDataset):
-            self._init_iterable(dataset, batch_size, shuffle, drop_last, sampler, batch_sampler)
+            self._init_iterable(dataset, batch_size, shuffle, drop_last, sampler, batch_sampler,
+                                seed)
             return
         ordering = loader_batch_sampler(batch_size, shuffle, drop_last, sampler, batch_sampler)
         if ordering is not None:
@@ -121,40 +122,53 @@ class DataLoader(DataReader):
         BatchReader.__init__(self, SamplerCursor(self._fetch_batch, batch_sampler,
                                                  len(dataset)), depth)
 
-    def _init_iterable(self, dataset, batch_size, shuffle, drop_last, sampler, batch_sampler):
+    def _init_iterable(self, dataset, batch_size, shuffle, drop_last, sampler, batch_sampler,
+                       seed):
         """Batches of an iterable data set, in its own order (see :mod:`minidl.data.iterable`)."""
         for name, value in (("shuffle", shuffle), ("sampler", sampler),
                             ("batch_sampler", batch_sampler)):
             if value:
                 raise ValueError(f"DataLoader: {name} does not apply to an IterableDataset, "
                                  f"which yields its samples in its own order")
-        if self.num_workers:
-            raise ValueError("DataLoader: num_workers > 0 is not supported for an "
-                             "IterableDataset; read it with num_workers=0")
         self.dataset, self.sampler, self.batch_sampler = dataset, None, None
         self.batch_size = check_non_negative_int("batch_size", batch_size, minimum=1)
         self.drop_last = bool(drop_last)
-        self.shuffle, self.seed, self.rank, self.world_size = False, None, 0, 1
-        cursor = IterableCursor(dataset, self.batch_size, self.drop_last,
-                                lambda samples: self._finish(self._gather.collate(samples)))
-        self.progress_fields = ("epoch", "position",
-                                "dataset" if cursor.stateful else "samples")
+        self.shuffle, self.rank, self.world_size = False, 0, 1
+        self.seed = check_non_negative_int("seed", seed)  # worker i's WorkerInfo.seed: seed + i
+        if self.num_workers:
+            from minidl.data.iterable_workers import IterableWorkerCursor
+
+            cursor = IterableWorkerCursor(dataset, self.batch_size, self.drop_last,
+                                          self._gather.collate, self._finish, self.num_workers,
+                                          self.prefetch_factor, self.seed)
+            self.progress_fields = ("epoch", "position", "turn", "workers", "ended")
+        else:
+            cursor = IterableCursor(dataset, self.batch_size, self.drop_last,
+                                    lambda samples: self._finish(self._gather.collate(samples)))
+            self.progress_fields = ("epoch", "position",
+                                    "dataset" if cursor.stateful else "samples")
         BatchReader.__init__(self, cursor, 0)
+
+    def close(self) -> None:
+        """Stop the worker processes, if any. The loader stays usable."""
+        super().close()
+        stop_workers = getattr(self._cursor, "close", None)
+        if stop_workers is not None:
+            stop_workers()
 
     def __len__(self) -> int:
         """Number of batches in an epoch (TypeError for an iterable data set, as in PyTorch)."""
-        cursor = self._cursor
-        if isinstance(cursor, IterableCursor):
+        if isinstance(self.dataset, IterableDataset):
             raise TypeError("DataLoader over an IterableDataset has no length")
-        if isinstance(cursor, SamplerCursor):
-            return cursor.batches_per_epoch
+        if isinstance(self._cursor, SamplerCursor):
+            return self._cursor.batches_per_epoch
         return super().__len__()
 
     def _settings(self) -> dict:
         cursor = self._cursor
-        if isinstance(cursor, IterableCursor):
-            return {"dataset_kind": type(self.dataset).__name__,
-                    "batch_size": self.batch_size, "drop_last": self.drop_last}
+        if isinstance(self.dataset, IterableDataset):
+            return {"dataset_kind": type(self.dataset).__name__, "batch_size": self.batch_size,
+                    "drop_last": self.drop_last, "num_workers": self.num_workers}
         if isinstance(cursor, SamplerCursor):
             return {"dataset_length": cursor.length,
                     "batch_sampler": type(self.batch_sampler).__name__}

@@ -124,7 +124,7 @@ def test_a_chain_resumes_across_its_parts():
 
 def test_iterable_data_sets_refuse_what_does_not_apply():
     assert get_worker_info() is None
-    for bad in ({"shuffle": True}, {"num_workers": 2}):
+    for bad in ({"shuffle": True}, {"sampler": [0]}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             DataLoader(Counter(0, 5), **bad)
     with pytest.raises(ValueError, match="no full batch of 3"):
@@ -149,3 +149,68 @@ def test_fit_trains_from_an_iterable_loader_and_resumes_bitwise(tmp_path):
     run(6, tmp_path / "b")
     resumed = run(9, tmp_path / "b")
     np.testing.assert_array_equal(resumed, straight)
+
+
+class Shard(Counter):
+    """Each worker reads every num_workers-th number, PyTorch's way of sharding by worker."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        step, first = (1, 0) if info is None else (info.num_workers, info.id)
+        while self.next < self.stop:
+            i = self.next
+            self.next += 1
+            if i % step == first:
+                yield np.array([i, -i], np.float32), i
+        self.next = self.start
+
+
+class StatelessShard(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        yield from range(info.id * 100, info.id * 100 + 5 + info.id)
+
+
+def test_workers_read_their_shards_round_robin_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+
+    class TorchShard(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            return (s for s in Counter(0, 14) if s[1] % info.num_workers == info.id)
+
+    with DataLoader(Shard(0, 14), batch_size=3, num_workers=2) as loader:
+        ours = [b[1].numpy().tolist() for b in loader]
+        assert loader.epoch == 1 and loader.position == 0
+    theirs = [b[1].tolist() for b in torch.utils.data.DataLoader(TorchShard(), batch_size=3,
+                                                                  num_workers=2)]
+    assert ours == theirs == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11], [12], [13]]
+
+
+@pytest.mark.parametrize("cut", [2, 5])
+def test_each_workers_shard_resumes_exactly(cut):
+    loaders = []
+
+    def make():
+        loaders.append(DataLoader(Shard(0, 17), batch_size=3, num_workers=2))
+        return numpy_reader(loaders[-1])
+
+    check_resume_at(make, cut, horizon=6)
+    for loader in loaders:
+        loader.close()
+
+
+def test_stateless_shards_are_resumed_by_skipping_in_each_worker():
+    with DataLoader(StatelessShard(), batch_size=2, num_workers=2) as loader:
+        expected = [loader.next_batch().numpy().tolist() for _ in range(6)]
+    assert expected[:3] == [[0, 1], [100, 101], [2, 3]]
+    with DataLoader(StatelessShard(), batch_size=2, num_workers=2) as loader:
+        for _ in range(3):
+            loader.next_batch()
+        state = roundtrip(loader.state_dict())
+    with DataLoader(StatelessShard(), batch_size=2, num_workers=2) as restored:
+        with pytest.warns(UserWarning, match="discarding the 6 samples"):
+            restored.load_state_dict(state)
+        assert [restored.next_batch().numpy().tolist() for _ in range(3)] == expected[3:]
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(StatelessShard(), batch_size=2, num_workers=3).load_state_dict(state)
