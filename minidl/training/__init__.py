@@ -6,7 +6,8 @@ and a metric history.
 ``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
 inside a checkpoint; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
 evaluation and prediction; ``callbacks.py``, ``progress.py`` and ``history.py`` what the user
-sees and hooks into.
+sees and hooks into (``terminate_on_nan.py`` and ``tensorboard.py`` add two callbacks);
+``gradient_steps.py`` how losses become optimizer steps (accumulation, clipping).
 """
 
 from .callbacks import (
@@ -21,11 +22,13 @@ from .metrics import (
     TopKAccuracy,
 )
 from .trainer import Trainer, fit
+from .terminate_on_nan import TerminateOnNaN
+from .tensorboard import TensorBoard
 
 __all__ = [
     "fit", "Trainer", "CheckpointConfig", "History", "plot_history", "evaluate", "predict",
     "Callback", "EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "LearningRateScheduler",
-    "CSVLogger", "LambdaCallback",
+    "CSVLogger", "LambdaCallback", "TerminateOnNaN", "TensorBoard",
     "Metric", "Accuracy", "TopKAccuracy", "Precision", "Recall", "F1Score", "MeanAbsoluteError",
     "MeanSquaredError",
 ]
