@@ -9,7 +9,9 @@ import pytest
 
 import minidl as md
 from minidl import nn, optim
-from minidl.training import Callback, CheckpointConfig, TerminateOnNaN
+from minidl.training import CheckpointConfig, TerminateOnNaN
+
+from test_training_resume import CrashAt
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((40, 3)).astype(np.float32)
@@ -77,15 +79,6 @@ def test_accumulating_small_batches_approximates_one_large_batch():
     large, _ = with_fit(20, epochs=1)
     for a, b in zip(small.state_dict().values(), large.state_dict().values()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-
-
-class CrashAt(Callback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, logs):
-        if step == self.step:
-            raise KeyboardInterrupt(f"crash at step {step}")
 
 
 @pytest.mark.parametrize("crash_at", [2, 4, 7])  # inside a window, at its end, in epoch 2

@@ -13,7 +13,9 @@ import pytest
 
 import minidl as md
 from minidl import nn, optim
-from minidl.training import Callback, CheckpointConfig, TensorBoard
+from minidl.training import CheckpointConfig, TensorBoard
+
+from test_training_resume import CrashAt
 
 event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")
 
@@ -40,15 +42,6 @@ def read_events(log_dir):
                 found.append((value.tag, event.step,
                               value.histo if value.HasField("histo") else value.simple_value))
     return found
-
-
-class CrashAt(Callback):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step_end(self, trainer, step, logs):
-        if step == self.step:
-            raise KeyboardInterrupt
 
 
 def run(log_dir, checkpoint=None, crash_at=-1, **options):
