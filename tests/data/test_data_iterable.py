@@ -131,26 +131,6 @@ def test_iterable_data_sets_refuse_what_does_not_apply():
         DataLoader(Counter(0, 2), batch_size=3, drop_last=True).next_batch()
 
 
-def test_fit_trains_from_an_iterable_loader_and_resumes_bitwise(tmp_path):
-    def run(steps, directory):
-        md.manual_seed(0)
-        model = nn.Linear(2, 1)
-        loader = DataLoader(Counter(0, 13), batch_size=4,
-                            collate_fn=lambda samples: (
-                                md.tensor(np.stack([s[0] for s in samples]) / 10),
-                                md.tensor(np.array([[s[1] / 10] for s in samples],
-                                                   np.float32))))
-        md.fit(model, nn.MSELoss(), optim.SGD(model.parameters(), lr=0.1), loader,
-               steps=steps, checkpoint=md.CheckpointConfig(directory, save_every_steps=3),
-               progress=False)
-        return model.weight.numpy().copy()
-
-    straight = run(9, tmp_path / "a")
-    run(6, tmp_path / "b")
-    resumed = run(9, tmp_path / "b")
-    np.testing.assert_array_equal(resumed, straight)
-
-
 class Shard(Counter):
     """Each worker reads every num_workers-th number, PyTorch's way of sharding by worker."""
 
@@ -214,3 +194,24 @@ def test_stateless_shards_are_resumed_by_skipping_in_each_worker():
         assert [restored.next_batch().numpy().tolist() for _ in range(3)] == expected[3:]
     with pytest.raises(ValueError, match="num_workers"):
         DataLoader(StatelessShard(), batch_size=2, num_workers=3).load_state_dict(state)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fit_trains_from_an_iterable_loader_and_resumes_bitwise(workers, tmp_path):
+    def run(steps, directory):
+        md.manual_seed(0)
+        model = nn.Linear(2, 1)
+        loader = DataLoader(Shard(0, 13), batch_size=4, num_workers=workers,
+                            collate_fn=lambda samples: (
+                                md.tensor(np.stack([s[0] for s in samples]) / 10),
+                                md.tensor(np.array([[s[1] / 10] for s in samples],
+                                                   np.float32))))
+        md.fit(model, nn.MSELoss(), optim.SGD(model.parameters(), lr=0.1), loader,
+               steps=steps, checkpoint=md.CheckpointConfig(directory, save_every_steps=3),
+               progress=False)
+        return model.weight.numpy().copy()
+
+    straight = run(9, tmp_path / "a")
+    run(6, tmp_path / "b")
+    resumed = run(9, tmp_path / "b")
+    np.testing.assert_array_equal(resumed, straight)
