@@ -266,8 +266,11 @@ class Trainer:
 
     def signature_given(self) -> dict:
         """How this run is set up, as given to ``fit`` (see :mod:`.run_signature`)."""
-        return run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
-                                       [m.name for m in self.totals.metrics])
+        given = run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
+                                        [m.name for m in self.totals.metrics])
+        if self.gradient_steps.checkpointed:  # a checkpoint's open window is k batches wide
+            given["structure"]["fit/accumulate_grad_batches"] = self.gradient_steps.accumulate
+        return given
 
     def checkpoint_metadata(self) -> dict:
         """The metadata every checkpoint of this run carries: the user's, how the run began,

@@ -116,3 +116,11 @@ def test_terminate_on_nan_stops_at_the_first_bad_step_and_stays_stopped(tmp_path
     _, again = run()  # a re-run restores the stopped run and does not train on
     assert all(np.array_equal(v, again.state_dict()[k], equal_nan=True)
                for k, v in weights.items())
+
+
+def test_resuming_with_another_accumulation_is_refused_with_the_difference(tmp_path):
+    with_fit(8, directory=tmp_path, epochs=1, accumulate_grad_batches=3)
+    for options in ({}, {"accumulate_grad_batches": 2}):
+        with pytest.raises(ValueError, match="fit/accumulate_grad_batches: checkpoint 3"):
+            with_fit(8, directory=tmp_path, **options)
+    with_fit(8, directory=tmp_path, accumulate_grad_batches=3)  # the same setting resumes
