@@ -75,6 +75,7 @@ class Sampler:
         return self._cached_order
 
     def __len__(self) -> int:
+        """Indices per epoch (subclasses that know it without drawing an order say so)."""
         return len(self.epoch_order(0))
 
     def __iter__(self):
@@ -117,9 +118,9 @@ class Sampler:
         epoch = check_non_negative_int(f"{self.kind} state field 'epoch'", state.get("epoch"))
         position = check_non_negative_int(f"{self.kind} state field 'position'",
                                           state.get("position"))
-        if position > len(self.epoch_order(epoch)):
+        if position > len(self):
             raise ValueError(f"{self.kind} state field 'position' is {position}, past the end of "
-                             f"an epoch of {len(self.epoch_order(epoch))} indices")
+                             f"an epoch of {len(self)} indices")
         self.epoch, self.position = epoch, position
 
 
@@ -142,6 +143,9 @@ class SequentialSampler(Sampler):
 
     def epoch_order(self, epoch):
         return np.arange(self.length, dtype=np.int64)
+
+    def __len__(self):
+        return self.length
 
     def _settings(self):
         return {"length": self.length}
@@ -176,6 +180,9 @@ class RandomSampler(Sampler):
         order = np.concatenate([rng.permutation(self.length) for _ in range(rounds)])
         return order[:self.num_samples].astype(np.int64)
 
+    def __len__(self):
+        return self.num_samples
+
     def _settings(self):
         return {"length": self.length, "replacement": self.replacement,
                 "num_samples": self.num_samples}
@@ -195,6 +202,9 @@ class SubsetRandomSampler(Sampler):
 
     def epoch_order(self, epoch):
         return self.indices[epoch_generator(self.seed, epoch).permutation(len(self.indices))]
+
+    def __len__(self):
+        return len(self.indices)
 
     def _settings(self):
         return {"indices_digest": _digest(self.indices)}
@@ -227,6 +237,9 @@ class WeightedRandomSampler(Sampler):
         rng = epoch_generator(self.seed, epoch)
         return rng.choice(len(self.weights), size=self.num_samples, replace=self.replacement,
                           p=self.weights / self.weights.sum()).astype(np.int64)
+
+    def __len__(self):
+        return self.num_samples
 
     def _settings(self):
         return {"weights_digest": _digest(self.weights), "num_samples": self.num_samples,
@@ -274,6 +287,9 @@ class DistributedSampler(Sampler):
         if total > len(order):
             order = np.resize(order, total)  # repeats the order from its start
         return order[:total][self.rank::self.num_replicas].astype(np.int64)
+
+    def __len__(self):
+        return self.num_samples
 
     def _settings(self):
         return {"length": self.length, "num_replicas": self.num_replicas,
