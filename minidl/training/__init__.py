@@ -1,13 +1,13 @@
 """A high-level training loop (``md.fit`` / ``Trainer``) with checkpointed, exactly resumable
 progress (``CheckpointConfig``), callbacks, metrics, ``evaluate``/``predict``, a progress bar
-and a metric history.
+and a metric history. ``gradient_steps.py`` turns losses into optimizer steps (accumulation,
+clipping); ``terminate_on_nan.py`` and ``tensorboard.py`` are two more callbacks.
 
 ``trainer.py`` is the loop; ``config.py`` the checkpoint policies; ``resume.py`` and
 ``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
 inside a checkpoint; ``data_source.py`` what counts as data; ``evaluation.py`` and ``metrics.py``
 evaluation and prediction; ``callbacks.py``, ``progress.py`` and ``history.py`` what the user
-sees and hooks into (``terminate_on_nan.py`` and ``tensorboard.py`` add two callbacks);
-``gradient_steps.py`` how losses become optimizer steps (accumulation, clipping).
+sees and hooks into.
 """
 
 from .callbacks import (
