@@ -7,7 +7,8 @@ every alignment that collapses to the target -- exponentially many, summed by dy
 programming over the *extended* target l' = (blank, l1, blank, l2, ..., blank) of length
 L = 2S + 1:
 
-    α_t(s) = y_t(l'_s) · (α_{t-1}(s) + α_{t-1}(s-1) + [l'_s ≠ blank and l'_s ≠ l'_{s-2}]·α_{t-1}(s-2))
+    α_t(s) = y_t(l'_s) · (α_{t-1}(s) + α_{t-1}(s-1) + skip_s·α_{t-1}(s-2)),
+    skip_s = [l'_s ≠ blank and l'_s ≠ l'_{s-2}]
 
 (an alignment stays on a symbol, moves to the next, or skips a blank between two different
 labels), with α_0 non-zero only at s = 0, 1, and p = α_{T-1}(L-1) + α_{T-1}(L-2). β runs the

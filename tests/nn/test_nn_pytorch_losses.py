@@ -27,7 +27,8 @@ def signs(n):
 # name -> (minidl module, torch module, inputs: float64 arrays get gradients, and the
 # indices of the inputs that are differentiable in both)
 CASES = {
-    "L1Loss": (nn.L1Loss, lambda r: T.L1Loss(reduction=r), lambda: [normal(4, 3), normal(4, 3)], (0, 1)),
+    "L1Loss": (nn.L1Loss, lambda r: T.L1Loss(reduction=r),
+               lambda: [normal(4, 3), normal(4, 3)], (0, 1)),
     "SmoothL1Loss": (lambda r: nn.SmoothL1Loss(r, beta=0.7),
                      lambda r: T.SmoothL1Loss(reduction=r, beta=0.7),
                      lambda: [normal(4, 3), normal(4, 3)], (0, 1)),
