@@ -74,6 +74,7 @@ _LAZY = {
     "predict": ("minidl.training", "predict"),
     "training": ("minidl.training", None),
     "cuda": ("minidl.cuda", None),
+    "datasets": ("minidl.datasets", None),
 }
 
 

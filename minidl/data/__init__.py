@@ -20,6 +20,11 @@ Tensors, collates like PyTorch and can gather batches in worker processes.
 Streaming from disk: :class:`CSVReader` and :class:`CTFReader` (the CNTK text format). Their
 position is a byte offset into the file; restoring seeks there instead of re-reading.
 
+Samplers (:mod:`minidl.data.samplers`: ``RandomSampler``, ``WeightedRandomSampler``,
+``DistributedSampler``, ...) order a ``DataLoader`` PyTorch's way while keeping an exact saved
+position; an :class:`IterableDataset` yields its samples itself and resumes through its own
+state (:mod:`minidl.data.iterable`).
+
 Importing this package is cheap: the Numba parsing kernels compile on first use.
 """
 
@@ -30,7 +35,12 @@ from minidl.data.ctf_reader import CTFReader
 from minidl.data.map_dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
 from minidl.data.collate import default_collate
 from minidl.data.loader import DataLoader
+from minidl.data.samplers import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
+                                  SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
+from minidl.data.iterable import ChainDataset, IterableDataset, WorkerInfo, get_worker_info
 
 __all__ = ["ArrayDataset", "NpyDataset", "DataReader", "CSVReader", "CTFReader", "Dataset",
            "TensorDataset", "Subset", "ConcatDataset", "random_split", "default_collate",
-           "DataLoader"]
+           "DataLoader", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "IterableDataset",
+           "ChainDataset", "WorkerInfo", "get_worker_info"]

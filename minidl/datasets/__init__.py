@@ -1,7 +1,9 @@
 """Small data sets shipped with minidl, for the demo, the tests and the examples.
 
 ``load_digits`` returns the 8×8 handwritten digits (UCI, 1,797 images, CC BY 4.0: see
-DIGITS_LICENSE.txt beside this file).
+DIGITS_LICENSE.txt beside this file). ``MNIST``, ``FashionMNIST`` and ``CIFAR10`` are
+torchvision's data sets, downloaded once into ``root`` and checked by SHA-256 (see
+:mod:`minidl.datasets.vision`); importing this package loads none of them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+from .download import DatasetFileError  # noqa: E402
+from .vision import CIFAR10, MNIST, FashionMNIST  # noqa: E402
+
+__all__ = ["load_digits", "MNIST", "FashionMNIST", "CIFAR10", "DatasetFileError"]
 
 _DIGITS_FILE = Path(__file__).with_name("digits.npz")
 

@@ -29,3 +29,25 @@ def softmax(x, dim: int = -1, axis: int | None = None):
 def log_softmax(x, dim: int = -1, axis: int | None = None):
     """log_softmax along ``dim`` (alias ``axis``)."""
     return _log_softmax(x, axis if axis is not None else dim)
+
+
+from ..ops.losses import (  # noqa: F401,E402
+    binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss, huber_loss, kl_div, l1_loss,
+    margin_ranking_loss, pairwise_distance, smooth_l1_loss, triplet_margin_loss,
+)
+from ..ops.ctc import ctc_loss  # noqa: F401,E402
+from ..ops.composed_activations import (  # noqa: F401,E402
+    celu, glu, hardtanh, logsigmoid, relu6, selu, softmin, softsign,
+)
+from ..ops.padding import pad, pixel_shuffle  # noqa: F401,E402
+from ..ops.channel_dropout import channel_dropout as _channel_dropout  # noqa: E402
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, L) or (C, L) ``input`` with probability ``p``."""
+    return _channel_dropout(input, p, training, 1)
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, H, W) or (C, H, W) ``input`` with probability ``p``."""
+    return _channel_dropout(input, p, training, 2)

@@ -9,10 +9,10 @@ from .slot_updates import check_slots
 __all__ = ["Adam", "AdamW"]
 
 
-def check_adam_family(group: dict) -> None:
-    """The hyperparameters every Adam-style optimizer (Adam, AdamW, NAdam, RAdam) shares."""
-    check_settings(group, non_negative=("lr", "eps", "weight_decay"),
-                   flags=("decoupled_weight_decay", "maximize"))
+def check_adam_family(group: dict, flags=("decoupled_weight_decay", "maximize")) -> None:
+    """The hyperparameters every Adam-style optimizer (Adam, AdamW, NAdam, RAdam, Adamax)
+    shares, with its on/off ``flags``."""
+    check_settings(group, non_negative=("lr", "eps", "weight_decay"), flags=flags)
     betas = group["betas"]
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")

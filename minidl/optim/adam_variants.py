@@ -1,4 +1,5 @@
-"""NAdam and RAdam: Adam with Nesterov momentum, and Adam with a rectified warm-up."""
+"""NAdam, RAdam and Adamax: Adam with Nesterov momentum, with a rectified warm-up, and with
+the infinity norm in place of the squared-gradient average."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .optimizer import Optimizer
 from .slot_updates import (check_slots, decay_weights, effective_grad, running_average_,
                            step_)
 
-__all__ = ["NAdam", "RAdam"]
+__all__ = ["NAdam", "RAdam", "Adamax"]
 
 
 class NAdam(Optimizer):
@@ -109,3 +110,41 @@ class RAdam(Optimizer):
         adaptive = be.div(math.sqrt(correction2), be.add(be.sqrt(slots["exp_avg_sq"]),
                                                          group["eps"]))
         step_(be, param, be.mul(corrected, adaptive), lr * rect)
+
+
+class Adamax(Optimizer):
+    """Adamax (Kingma & Ba, 2015, section 7): Adam with the L2 norm of past gradients replaced
+    by the infinity norm.
+
+    ``m ← β₁m + (1 - β₁)g`` as in Adam, but ``u ← max(β₂u, |g| + eps)`` -- an exponentially
+    weighted maximum, which needs no bias correction -- and the step is
+    ``lr/(1 - β₁ᵗ) · m/u``. ``weight_decay`` adds the L2 term to the gradient.
+
+    State per parameter: ``"step"``, ``"exp_avg"`` (m), ``"exp_inf"`` (u).
+    """
+
+    def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *, maximize: bool = False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        maximize=maximize)
+        self._check_hyperparameters(defaults)
+        super().__init__(params, defaults)
+
+    def _check_hyperparameters(self, group: dict) -> None:
+        check_adam_family(group, flags=("maximize",))
+
+    def _check_param_state(self, slots: dict, param, group: dict, where: str) -> None:
+        check_slots("Adamax", slots, where, ["exp_avg", "exp_inf"])
+
+    def _update(self, param, grad, slots: dict, group: dict, be) -> None:
+        if not slots:
+            slots.update(step=0, exp_avg=be.zeros_like(param.data),
+                         exp_inf=be.zeros_like(param.data))
+        slots["step"] += 1
+        beta1, beta2 = group["betas"]
+        grad = effective_grad(be, param, grad, group)
+        running_average_(be, slots["exp_avg"], grad, beta1)
+        be.assign_(slots["exp_inf"], be.maximum(be.mul(slots["exp_inf"], beta2),
+                                                be.add(be.abs(grad), group["eps"])))
+        step_(be, param, be.div(slots["exp_avg"], slots["exp_inf"]),
+              group["lr"] / (1.0 - beta1 ** slots["step"]))

@@ -1,6 +1,7 @@
 """A high-level training loop (``md.fit`` / ``Trainer``) with checkpointed, exactly resumable
 progress (``CheckpointConfig``), callbacks, metrics, ``evaluate``/``predict``, a progress bar
-and a metric history.
+and a metric history. ``gradient_steps.py`` turns losses into optimizer steps (accumulation,
+clipping); ``terminate_on_nan.py`` and ``tensorboard.py`` are two more callbacks.
 
 ``trainer.py`` is the loop; ``config.py`` the checkpoint policies; ``resume.py`` and
 ``run_signature.py`` how a run resumes and what it compares; ``checkpoint_model.py`` the model
@@ -22,11 +23,13 @@ from .metrics import (
     TopKAccuracy,
 )
 from .trainer import Trainer, fit
+from .terminate_on_nan import TerminateOnNaN
+from .tensorboard import TensorBoard
 
 __all__ = [
     "fit", "Trainer", "CheckpointConfig", "History", "plot_history", "evaluate", "predict",
     "Callback", "EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "LearningRateScheduler",
-    "CSVLogger", "LambdaCallback",
+    "CSVLogger", "LambdaCallback", "TerminateOnNaN", "TensorBoard",
     "Metric", "Accuracy", "TopKAccuracy", "Precision", "Recall", "F1Score", "MeanAbsoluteError",
     "MeanSquaredError",
     "model_from_checkpoint",

@@ -30,6 +30,7 @@ from .checkpoint_model import describe_model
 from .config import CheckpointConfig
 from .data_source import (
     as_arrays, model_device, on_device, split_off_validation, training_reader)
+from .gradient_steps import GradientSteps
 from .evaluation import evaluate as evaluate_model
 from .evaluation import predict as predict_model
 from .history import History, check_plot_path, plot_history
@@ -151,7 +152,9 @@ class Trainer:
                  val_data=None, val_batch_size: int | None = None, checkpoint_dir=None,
                  checkpoint_prefix: str | None = None, save_every_steps: int | None = None,
                  save_every_seconds: float | None = None, max_to_keep: int | None = None,
-                 async_save: bool | None = None, restore: str | bool | None = None):
+                 async_save: bool | None = None, restore: str | bool | None = None,
+                 accumulate_grad_batches: int = 1, clip_grad_norm: float | None = None,
+                 clip_grad_value: float | None = None):
         if (epochs is None) == (steps is None):
             raise ValueError("fit: give exactly one of epochs= and steps=")
         loss_fn, optimizer = by_name.loss_from(loss_fn), by_name.optimizer_from(optimizer, model)
@@ -193,6 +196,8 @@ class Trainer:
             check_plot_path(plot_path)  # before training: a bad path must not cost the run
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.scheduler, self.validation_data, self.metrics = scheduler, validation_data, metrics
+        self.gradient_steps = GradientSteps(optimizer, scheduler, accumulate_grad_batches,
+                                            clip_grad_norm, clip_grad_value)
         self.validation_batch_size = int(val_batch_size or validation_batch_size)
         self.callbacks = callbacks
         self.history = History()
@@ -231,12 +236,17 @@ class Trainer:
                    "callbacks": CallbackStates(self.callbacks)}
         if self.scheduler is not None:
             tracked["scheduler"] = self.scheduler
+        if self.gradient_steps.checkpointed:  # an open accumulation window's gradients
+            tracked["gradient_steps"] = self.gradient_steps
         return Checkpoint(**tracked)
 
     def signature_given(self) -> dict:
         """How this run is set up, as given to ``fit`` (see :mod:`.run_signature`)."""
-        return run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
-                                       [m.name for m in self.totals.metrics])
+        given = run_signature.signature(self.model, self.optimizer, self.scheduler, self.reader,
+                                        [m.name for m in self.totals.metrics])
+        if self.gradient_steps.checkpointed:  # a checkpoint's open window is k batches wide
+            given["structure"]["fit/accumulate_grad_batches"] = self.gradient_steps.accumulate
+        return given
 
     def checkpoint_metadata(self) -> dict:
         """The metadata every checkpoint of this run carries: the user's, how the run began,
@@ -264,16 +274,14 @@ class Trainer:
 
     # -- one step, evaluation, prediction ---------------------------------------------------------
 
-    def train_step(self, batch) -> tuple[float, int, int | None]:
+    def train_step(self, batch, last_of_epoch: bool = True) -> tuple[float, int, int | None]:
+        """Forward and backward on ``batch``, and an optimizer step when its accumulation
+        window is full or ``last_of_epoch`` (see :mod:`.gradient_steps`)."""
         inputs, targets = batch[:-1], batch[-1]
         device = model_device(self.model)
         outputs = self.model(*(on_device(x, device) for x in inputs))
         loss = self.loss_fn(outputs, on_device(targets, device))
-        self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
-        if self.scheduler is not None:
-            self.scheduler.step()
+        self.gradient_steps.apply(loss, last_of_epoch)
         scores, targets = outputs.numpy(), np.asarray(targets)
         loss_value = float(loss.item())
         if dist.get_world_size() > 1:
@@ -321,7 +329,10 @@ class Trainer:
                     epoch_open = True
                 for callback in self.callbacks:
                     callback.on_step_begin(self, self.step + 1)
-                loss, size, correct = self.train_step(self.reader.next_batch())
+                batch = self.reader.next_batch()
+                last_of_epoch = getattr(self.reader, "epoch", 0) != epoch_before \
+                    or self.step + 1 == self.total_steps
+                loss, size, correct = self.train_step(batch, last_of_epoch)
                 self.step += 1
                 self.totals.add(loss, size, correct)
                 self.position = (epoch_before + 1, self.totals.batches)
@@ -386,7 +397,9 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
         val_batch_size: int | None = None, checkpoint_dir=None,
         checkpoint_prefix: str | None = None, save_every_steps: int | None = None,
         save_every_seconds: float | None = None, max_to_keep: int | None = None,
-        async_save: bool | None = None, restore: str | bool | None = None) -> History:
+        async_save: bool | None = None, restore: str | bool | None = None,
+        accumulate_grad_batches: int = 1, clip_grad_norm: float | None = None,
+        clip_grad_value: float | None = None) -> History:
     """Train ``model`` and return its :class:`History` (``history.history["val_loss"]``, ...).
 
     ``loss_fn`` is a loss module or function, or a Keras name (``"mse"``,
@@ -417,6 +430,11 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
     ``save_every_steps=``, ``save_every_seconds=``, ``max_to_keep=``, ``async_save=``,
     ``restore=`` (and ``val_data=``, ``val_batch_size=``) still work.
 
+    ``accumulate_grad_batches=k`` steps the optimizer once per k batches on their summed
+    gradients (each loss divided by k; an epoch's last batch closes its window);
+    ``clip_grad_norm=`` / ``clip_grad_value=`` clip the gradients before each optimizer step
+    (see :mod:`minidl.training.gradient_steps`). Both resume bitwise from a checkpoint.
+
     ``progress=`` prints a bar per epoch on a terminal, one line per epoch otherwise;
     ``plot_path=`` writes a PNG of the metrics when training ends (needs matplotlib; checked
     before training starts; a plot that still fails only warns).
@@ -433,7 +451,9 @@ def fit(model, loss_fn, optimizer, data, *, batch_size: int | None = None,
                    val_batch_size=val_batch_size, checkpoint_dir=checkpoint_dir,
                    checkpoint_prefix=checkpoint_prefix, save_every_steps=save_every_steps,
                    save_every_seconds=save_every_seconds, max_to_keep=max_to_keep,
-                   async_save=async_save, restore=restore)
+                   async_save=async_save, restore=restore,
+                   accumulate_grad_batches=accumulate_grad_batches,
+                   clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
     try:
         return trainer.run()
     except BaseException as error:

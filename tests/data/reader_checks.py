@@ -67,3 +67,21 @@ def rows_of_rank(path, rank, world_size, data_offset=0):
             rows.append(owner)
         start += len(line) + 1
     return [i for i, owner in enumerate(rows) if owner == rank]
+
+
+def numpy_reader(loader):
+    """A DataLoader seen as a reader of NumPy arrays (what the checks above compare): its
+    Tensors read back, its state and epochs untouched."""
+    class Numpy:
+        def next_batch(self):
+            return tuple(t.numpy() for t in loader.next_batch())
+
+        def state_dict(self):
+            return loader.state_dict()
+
+        def load_state_dict(self, state):
+            loader.load_state_dict(state)
+
+        def __iter__(self):
+            return (tuple(t.numpy() for t in b) for b in loader)
+    return Numpy()

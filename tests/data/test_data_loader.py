@@ -9,7 +9,7 @@ from minidl.data import (ArrayDataset, ConcatDataset, DataLoader, DataReader, Da
                          TensorDataset,
                          default_collate, random_split)
 
-from reader_checks import check_resume_at, check_resume_inside_loop, roundtrip
+from reader_checks import check_resume_at, check_resume_inside_loop, numpy_reader, roundtrip
 
 X = np.arange(23 * 3, dtype=np.float32).reshape(23, 3)
 Y = np.arange(23, dtype=np.int64)
@@ -104,23 +104,8 @@ def test_a_restored_loader_continues_exactly(workers, cut):
         return DataLoader(TensorDataset(X, Y), batch_size=5, shuffle=True, seed=1,
                           num_workers=workers)
 
-    def batches_of(loader):
-        class Numpy:
-            def next_batch(self):
-                return tuple(t.numpy() for t in loader.next_batch())
-
-            def state_dict(self):
-                return loader.state_dict()
-
-            def load_state_dict(self, state):
-                loader.load_state_dict(state)
-
-            def __iter__(self):
-                return (tuple(t.numpy() for t in b) for b in loader)
-        return Numpy()
-
-    check_resume_at(lambda: batches_of(make()), cut, horizon=7)
-    check_resume_inside_loop(lambda: batches_of(make()), cut, horizon=4)
+    check_resume_at(lambda: numpy_reader(make()), cut, horizon=7)
+    check_resume_inside_loop(lambda: numpy_reader(make()), cut, horizon=4)
 
 
 def test_workers_gather_per_sample_data_sets_and_stop_on_close():

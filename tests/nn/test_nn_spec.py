@@ -59,6 +59,30 @@ def built_in_layers():
         "GRU": nn.GRU(3, 4, bias=False),
         "RNNCell": nn.RNNCell(3, 4, nonlinearity="relu"), "LSTMCell": nn.LSTMCell(3, 4),
         "GRUCell": nn.GRUCell(3, 4, bias=False),
+        **more_pytorch_layers(),
+    }
+
+
+def more_pytorch_layers():
+    return {
+        "L1Loss": nn.L1Loss("sum"), "SmoothL1Loss": nn.SmoothL1Loss(beta=0.5),
+        "HuberLoss": nn.HuberLoss(delta=2.0), "BCELoss": nn.BCELoss([1.0, 2.0]),
+        "KLDivLoss": nn.KLDivLoss("batchmean", log_target=True),
+        "CosineEmbeddingLoss": nn.CosineEmbeddingLoss(0.3),
+        "MarginRankingLoss": nn.MarginRankingLoss(0.1),
+        "TripletMarginLoss": nn.TripletMarginLoss(2.0, p=1.0, swap=True),
+        "GaussianNLLLoss": nn.GaussianNLLLoss(full=True), "CTCLoss": nn.CTCLoss(blank=3),
+        "ReLU6": nn.ReLU6(), "Hardtanh": nn.Hardtanh(-2.0, 2.0), "SELU": nn.SELU(),
+        "CELU": nn.CELU(0.5), "GLU": nn.GLU(1), "LogSigmoid": nn.LogSigmoid(),
+        "Softsign": nn.Softsign(), "Softmin": nn.Softmin(0),
+        "Unflatten": nn.Unflatten(1, (2, 3)), "Dropout1d": nn.Dropout1d(0.1),
+        "Dropout2d": nn.Dropout2d(0.2), "ZeroPad2d": nn.ZeroPad2d((1, 0, 2, 0)),
+        "ConstantPad2d": nn.ConstantPad2d(1, 0.5), "ReflectionPad2d": nn.ReflectionPad2d(2),
+        "ReplicationPad2d": nn.ReplicationPad2d(1), "PixelShuffle": nn.PixelShuffle(3),
+        "EmbeddingBag": nn.EmbeddingBag(6, 2, mode="sum", padding_idx=1),
+        "ParameterList": nn.ParameterList([np.zeros((2, 2), np.float32)]),
+        "ParameterDict": nn.ParameterDict({"scale": np.ones(3, np.float32)}),
+        "Transformer": nn.Transformer(8, 2, 1, 2, 16, norm_first=True),
     }
 
 

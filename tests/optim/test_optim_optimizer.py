@@ -9,8 +9,8 @@ from minidl import optim
 
 def test_exports():
     assert set(optim.__all__) == {"Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad",
-                                  "Adadelta", "NAdam", "RAdam", "lr_scheduler",
-                                  "ZeroRedundancyOptimizer"}
+                                  "Adadelta", "NAdam", "RAdam", "Adamax", "LBFGS",
+                                  "lr_scheduler", "ZeroRedundancyOptimizer"}
     assert issubclass(optim.SGD, optim.Optimizer) and issubclass(optim.AdamW, optim.Adam)
 
 

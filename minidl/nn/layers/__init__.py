@@ -20,6 +20,21 @@ from .transformer import (  # noqa: F401
     TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
+from .distance_losses import (  # noqa: F401
+    CosineEmbeddingLoss, HuberLoss, L1Loss, MarginRankingLoss, SmoothL1Loss, TripletMarginLoss,
+)
+from .likelihood_losses import BCELoss, CTCLoss, GaussianNLLLoss, KLDivLoss  # noqa: F401
+from .composed_activations import (  # noqa: F401
+    CELU, GLU, SELU, Hardtanh, LogSigmoid, ReLU6, Softmin, Softsign,
+)
+from .linear import Unflatten  # noqa: F401
+from .channel_dropout import Dropout1d, Dropout2d  # noqa: F401
+from .padding import (  # noqa: F401
+    ConstantPad2d, PixelShuffle, ReflectionPad2d, ReplicationPad2d, ZeroPad2d,
+)
+from .embedding_bag import EmbeddingBag  # noqa: F401
+from .parameter_containers import ParameterDict, ParameterList  # noqa: F401
+from .transformer_model import Transformer  # noqa: F401
 
 __all__ = [
     "GELU", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh", "ModuleDict", "ModuleList",
@@ -31,4 +46,10 @@ __all__ = [
     "AdaptiveMaxPool2d", "AvgPool1d", "MaxPool1d", "Upsample", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerDecoder", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+    "L1Loss", "SmoothL1Loss", "HuberLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
+    "TripletMarginLoss", "BCELoss", "KLDivLoss", "GaussianNLLLoss", "CTCLoss", "ReLU6",
+    "Hardtanh", "SELU", "CELU", "GLU", "LogSigmoid", "Softsign", "Softmin", "Unflatten",
+    "Dropout1d", "Dropout2d", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d",
+    "ReplicationPad2d", "PixelShuffle", "EmbeddingBag", "ParameterList", "ParameterDict",
+    "Transformer",
 ]

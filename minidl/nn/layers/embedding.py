@@ -30,7 +30,8 @@ class Embedding(Module):
         self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
         self.weight = Parameter(init.new_storage((num_embeddings, embedding_dim), dtype))
         init.normal_(self.weight, generator=generator)
-        if self.padding_idx is not None:
+        # Under skip_init the weight is a read-only placeholder that a loader replaces.
+        if self.padding_idx is not None and not init.init_skipped():
             self.weight.backend.setitem_(self.weight.data, (self.padding_idx,), 0)
 
     def forward(self, indices):

@@ -59,3 +59,22 @@ class Flatten(Module):
 
     def get_config(self):
         return {"start_dim": self.start_dim, "end_dim": self.end_dim}
+
+
+@register_module
+class Unflatten(Module):
+    """Split axis ``dim`` into ``unflattened_size`` (Flatten's inverse); one size may be -1."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), [int(s) for s in unflattened_size]
+        if not self.unflattened_size or sum(s == -1 for s in self.unflattened_size) > 1:
+            raise ValueError(f"Unflatten: unflattened_size must be non-empty with at most one "
+                             f"-1, got {unflattened_size!r}")
+
+    def forward(self, x):
+        dim = self.dim % x.ndim
+        return x.reshape(*x.shape[:dim], *self.unflattened_size, *x.shape[dim + 1:])
+
+    def get_config(self):
+        return {"dim": self.dim, "unflattened_size": self.unflattened_size}
