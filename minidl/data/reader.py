@@ -7,6 +7,7 @@ import numpy as np
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import batch_count, epoch_order, rank_slice
 from minidl.data.state import check_shard
+from minidl.distributed.batch_samples import record_batch
 from minidl.validation import check_non_negative_int
 
 
@@ -76,6 +77,12 @@ class _EpochCursor:
     def produce(self):
         return self.fetch(self.take_indices())
 
+    def rank_samples_from(self, position: int) -> int:
+        """How many samples this rank's batch holds when the job's batch starts at
+        ``position`` (the same global batch and split as :meth:`take_indices`)."""
+        global_samples = min(self.global_batch, self._epoch_end(position) - position)
+        return len(rank_slice(np.arange(global_samples), self.rank, self.world_size))
+
     def progress(self) -> dict:
         return {"epoch": self.epoch, "position": self.position}
 
@@ -138,6 +145,18 @@ class DataReader(BatchReader):
     def _fetch_batch(self, indices: np.ndarray):
         """The batch made of the samples at ``indices`` (subclasses change how it is made)."""
         return as_batch(self.dataset[indices])
+
+    def next_batch(self) -> tuple:
+        """Return the next batch (a tuple of NumPy arrays), rolling over into the next epoch.
+
+        In a data-parallel job it also records how many samples this rank's batch holds, from
+        which ``DistributedDataParallel`` weights this rank's gradient (the last batch of an
+        epoch splits unevenly; see :mod:`minidl.distributed.batch_samples`)."""
+        start = self._progress()["position"]
+        batch = super().next_batch()
+        if self.world_size > 1:
+            record_batch(self._cursor.rank_samples_from(start), self.batch_size)
+        return batch
 
     def __len__(self) -> int:
         """Number of batches (steps) in a full epoch."""

@@ -74,7 +74,8 @@ def _job_wide_step(loss: float, scores: np.ndarray, targets: np.ndarray):
                                for data, shape, dtype in (p[index] for p in parts)])
 
     sizes = [p[2][1][0] if p[2][1] else 1 for p in parts]
-    mean = sum(p[0] * n for p, n in zip(parts, sizes)) / max(sum(sizes), 1)
+    # A rank whose share of a short last batch is empty has a NaN mean: it weighs nothing.
+    mean = sum(p[0] * n for p, n in zip(parts, sizes) if n) / max(sum(sizes), 1)
     return mean, joined(1), joined(2)
 
 

@@ -17,8 +17,21 @@ Data parallelism in three promises, kept here:
    few times instead of hundreds. The layout depends only on the model, never on timing, so
    the same job reduces the same bytes in the same order every run: reproducible.
 
+**Uneven batches.** The last batch of an epoch rarely splits evenly: a reader gives some ranks
+one sample more, and with fewer samples than ranks some none. Averaging the ranks' gradients
+equally would then weight samples unequally, so each rank's gradient is weighted by its share
+of a full batch, n_r / B, as its data-parallel reader recorded it
+(:mod:`minidl.distributed.batch_samples`): the result is ``sum_r n_r g_r / sum_r n_r``, the mean
+over the samples of the global batch, as one process computes it. This assumes the loss is
+the mean over the rank's batch (the usual case); a rank with an empty batch contributes
+nothing (its NaN mean is not read). Full batches all weigh 1.0, i.e. the plain average, bit
+for bit. ``weight_by_samples=False`` restores the plain average (a loss that is a sum, or
+batches that do not come from a minidl reader); without a reader's record every rank weighs
+1.0 as well.
+
 A parameter that got no gradient on some rank counts as zero there; one that got none on any
-rank keeps ``grad = None`` (a presence flag per parameter travels at the end of its bucket).
+rank keeps ``grad = None`` (a presence flag per parameter travels at the end of its bucket,
+followed by the rank's weight).
 
 Buffers (BatchNorm's running statistics) are computed locally, as in PyTorch; with
 ``broadcast_buffers=True`` (PyTorch's default) rank 0's buffers are copied to every rank at the
@@ -39,6 +52,7 @@ from minidl import distributed as dist
 from minidl.autograd import engine
 from minidl.autograd.grad_mode import is_grad_enabled
 from minidl.autograd.tensor import Tensor
+from minidl.distributed.batch_samples import latest_batch
 from minidl.nn.module import Module
 
 DEFAULT_BUCKET_CAP_MB = 25.0
@@ -53,24 +67,35 @@ class _Bucket:
         self.sizes = [p.numel() for p in params]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         total = int(self.offsets[-1])
-        # Flags after the values: one all-reduce also says how many ranks had each gradient.
-        self.buffer = np.zeros(total + len(params), dtype)
+        # Flags after the values, then the rank's weight: one all-reduce also says how many
+        # ranks had each gradient, and what the weights sum to.
+        self.buffer = np.zeros(total + len(params) + 1, dtype)
 
-    def pack(self) -> None:
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
+    def pack(self, weight: float) -> None:
+        """Copy the gradients into the buffer, each multiplied by ``weight`` (the rank's
+        share of a full batch)."""
+        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:-1]
         for i, param in enumerate(self.params):
             part = values[self.offsets[i]:self.offsets[i + 1]]
             if param.grad is None:
                 part[...] = 0
                 flags[i] = 0
-            else:
-                grad = param.grad.numpy() if isinstance(param.grad, Tensor) else param.grad
-                part[...] = np.ravel(grad)
-                flags[i] = 1
+                continue
+            flags[i] = 1
+            if weight == 0:
+                part[...] = 0  # an empty batch: its gradient is a NaN mean, and weighs nothing
+                continue
+            grad = param.grad.numpy() if isinstance(param.grad, Tensor) else param.grad
+            part[...] = np.ravel(grad)
+            if weight != 1:  # full batches skip it: the plain average stays bit for bit
+                part *= weight
+        self.buffer[-1] = weight
 
-    def unpack(self, world_size: int) -> None:
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
-        values /= world_size
+    def unpack(self) -> None:
+        """Divide the reduced sums by the sum of the ranks' weights and hand the gradients
+        back to the parameters."""
+        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:-1]
+        values /= self.buffer[-1]
         for i, param in enumerate(self.params):
             if flags[i] == 0:
                 param.grad = None
@@ -101,12 +126,14 @@ class DistributedDataParallel(Module):
 
     Call it as the module itself; its ``state_dict`` names start with ``module.`` as in
     PyTorch. ``bucket_cap_mb`` sets the gradient bucket size (0: one bucket per parameter).
+    ``weight_by_samples`` (default True) weights each rank's gradient by the samples its
+    reader gave it this step, so uneven last batches average like one process (see above).
     Needs ``minidl.distributed.init_process_group()`` first when launched under mpiexec; in a
     group of one it is a transparent wrapper.
     """
 
     def __init__(self, module: Module, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 broadcast_buffers: bool = True):
+                 broadcast_buffers: bool = True, weight_by_samples: bool = True):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a Module, got {type(module).__name__}")
@@ -127,6 +154,11 @@ class DistributedDataParallel(Module):
         self._buckets = _buckets(list(reversed(trainable)), self.bucket_cap_mb * (1 << 20))
         self._sync = True
         self._pending = False
+        self.weight_by_samples = bool(weight_by_samples)
+        # The reader's batches taken since the last averaging: the newest one's serial, and
+        # the samples they held against the samples of as many full batches.
+        self._batch_serial = latest_batch()[0]
+        self._samples = self._full_samples = 0
         this = weakref.ref(self)  # the hook must not keep a discarded model alive
         self._hook = engine.register_backward_finished_hook(
             lambda: this() is not None and this()._after_backward())
@@ -174,7 +206,25 @@ class DistributedDataParallel(Module):
             if self.broadcast_buffers:
                 self._broadcast_state(include_parameters=False)
             self._pending = self._sync
+            self._take_batch_samples()
         return self.module(*args, **kwargs)
+
+    def _take_batch_samples(self) -> None:
+        """Count the batch the reader handed out last, once (micro-batches of one batch run
+        several forwards)."""
+        serial, samples, full_samples = latest_batch()
+        if serial != self._batch_serial:
+            self._batch_serial = serial
+            self._samples += samples
+            self._full_samples += full_samples
+
+    def sample_weight(self) -> float:
+        """This rank's weight in the next gradient averaging: the samples of the batches read
+        since the last one over the samples of as many full batches (1.0 without a
+        data-parallel reader's record, or with ``weight_by_samples=False``)."""
+        if not self.weight_by_samples or self._full_samples == 0:
+            return 1.0
+        return self._samples / self._full_samples
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -196,15 +246,17 @@ class DistributedDataParallel(Module):
         """Average every parameter's gradient over the ranks, bucket by bucket, in place.
 
         Called automatically after backward; call it by hand only after computing gradients
-        some other way.
+        some other way. Each rank's gradient weighs :meth:`sample_weight`.
         """
+        weight = self.sample_weight()
+        self._samples = self._full_samples = 0
         if self.world_size == 1:
             return
         for bucket in self._buckets:
-            bucket.pack()
+            bucket.pack(weight)
         dist.all_reduce_coalesced([bucket.buffer for bucket in self._buckets])
         for bucket in self._buckets:
-            bucket.unpack(self.world_size)
+            bucket.unpack()
 
     def extra_repr(self) -> str:
         return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "
