@@ -7,7 +7,9 @@ import numpy as np
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import batch_count, epoch_order, rank_slice
 from minidl.data.state import check_shard
+from minidl.distributed.agreement import check_same_on_all_ranks
 from minidl.distributed.batch_samples import record_batch
+from minidl.distributed.process_group import get_rank, get_world_size
 from minidl.validation import check_non_negative_int
 
 
@@ -116,6 +118,10 @@ class DataReader(BatchReader):
     batch size: a state saved by one rank restores every rank, and a job saved at one world
     size resumes at another on the same global sample sequence.
     ``prefetch=N`` prepares up to N batches on a background thread.
+
+    Built with the process group's world size (every rank builds it, as in the usual script),
+    it checks that every rank gave the same data set length, batch size, shuffle, seed and
+    ``drop_last`` and its own rank, and raises ``DistributedError`` on every rank otherwise.
     """
 
     kind = "DataReader"
@@ -141,6 +147,12 @@ class DataReader(BatchReader):
                 f"batch_size: {batch_size} x world_size {world_size} leaves no batch in an "
                 f"epoch of {length} samples (drop_last={self.drop_last})")
         super().__init__(cursor, prefetch)
+        if world_size > 1 and world_size == get_world_size():
+            # Ranks that disagree on the length or the batch size run out of batches at
+            # different steps and hang at a collective; better to fail here, side by side.
+            check_same_on_all_ranks(type(self).__name__, dict(
+                self._settings(), batch_size=batch_size, world_size=world_size,
+                rank_is_process_rank=rank == get_rank()))
 
     def _fetch_batch(self, indices: np.ndarray):
         """The batch made of the samples at ``indices`` (subclasses change how it is made)."""
