@@ -5,6 +5,11 @@ Usage: mpiexec -n N python collectives_script.py MODE
   straggler -- rank 1 never reaches a barrier: the others must raise DistributedError
   mismatch  -- rank 1 builds a different model: wrapping it in DDP must fail on every rank
   restore DIRECTORY -- restoring fails on rank 1 only: every rank must learn it at once
+  dead      -- rank 2 exits at once: the others must name it dead, long before the timeout
+  skip      -- rank 2 skips a barrier for an all_reduce: every rank names each one's collective
+  busy      -- rank 2 computes past the timeout: the roll call names it as not answering
+  slow      -- rank 2 is late by seconds, well inside the default timeout: no error
+The failure modes print "<rank R: MESSAGE>" for the DistributedError each rank raised.
 """
 
 import sys
@@ -74,10 +79,55 @@ def restore_fails_on_one_rank(rank, world):
         print(f"rank {rank} refused: {exc}", flush=True)
 
 
+def reported(function):
+    def run(rank, world):
+        try:
+            function(rank, world)
+        except dist.DistributedError as exc:
+            # Ranks print at once into one pipe: markers keep the messages apart.
+            print(f"\n<rank {rank}: {exc}>", flush=True)
+    return run
+
+
+@reported
+def dead(rank, world):
+    dist.barrier()
+    if rank == 2:
+        import os
+        os._exit(3)
+    dist.barrier()
+
+
+@reported
+def skip(rank, world):
+    if rank == 2:
+        dist.all_reduce(np.zeros(3))
+    else:
+        dist.barrier()
+
+
+@reported
+def busy(rank, world):
+    if rank == 2:
+        time.sleep(10)
+    dist.barrier()
+
+
+def slow(rank, world):
+    if rank == 2:
+        time.sleep(3)
+    dist.barrier()
+    print(f"rank {rank} ok", flush=True)
+
+
 if __name__ == "__main__":
     dist.init_process_group(timeout=120)
     modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
-             "restore": restore_fails_on_one_rank}
-    if sys.argv[1] == "straggler":
+             "restore": restore_fails_on_one_rank, "dead": dead, "skip": skip, "busy": busy,
+             "slow": slow}
+    if sys.argv[1] in ("straggler", "skip", "busy"):
         dist.init_process_group(timeout=3)
+    elif sys.argv[1] in ("dead", "slow"):
+        # The default: what a user gets without choosing a timeout.
+        dist.init_process_group(timeout=dist.process_group.DEFAULT_TIMEOUT_SECONDS)
     modes[sys.argv[1]](dist.get_rank(), dist.get_world_size())
