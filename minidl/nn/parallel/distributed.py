@@ -52,6 +52,7 @@ from minidl import distributed as dist
 from minidl.autograd import engine
 from minidl.autograd.grad_mode import is_grad_enabled
 from minidl.autograd.tensor import Tensor
+from minidl.distributed.agreement import check_same_on_all_ranks
 from minidl.distributed.batch_samples import latest_batch
 from minidl.nn.module import Module
 
@@ -143,8 +144,12 @@ class DistributedDataParallel(Module):
         self.module = module
         self.bucket_cap_mb = float(bucket_cap_mb)
         self.broadcast_buffers = bool(broadcast_buffers)
+        self.weight_by_samples = bool(weight_by_samples)
         self.world_size = dist.get_world_size()
         self._check_same_model()
+        check_same_on_all_ranks("DistributedDataParallel", {
+            "bucket_cap_mb": self.bucket_cap_mb, "broadcast_buffers": self.broadcast_buffers,
+            "weight_by_samples": self.weight_by_samples})
         self._broadcast_state(include_parameters=True)
         trainable = [p for p in module.parameters() if p.requires_grad]
         for param in trainable:
@@ -154,7 +159,6 @@ class DistributedDataParallel(Module):
         self._buckets = _buckets(list(reversed(trainable)), self.bucket_cap_mb * (1 << 20))
         self._sync = True
         self._pending = False
-        self.weight_by_samples = bool(weight_by_samples)
         # The reader's batches taken since the last averaging: the newest one's serial, and
         # the samples they held against the samples of as many full batches.
         self._batch_serial = latest_batch()[0]
