@@ -197,11 +197,30 @@ def wait_for_all(what: str, signature: str = "") -> None:
     code = zlib.crc32(f"{where} {signature}".encode())
     votes = np.array([code, -code], np.int64)
     request = comm.Iallreduce(MPI.IN_PLACE, votes, op=MPI.MAX)
+    _poll(request.Test, what, where)
+    if votes[0] != -votes[1]:
+        _disagreement(comm, what, where, signature)
+
+
+def wait_for_requests(requests: list, what: str) -> None:
+    """Wait for non-blocking MPI operations (started after a :func:`wait_for_all` meeting of
+    the same ``what``) as a collective waits: against the timeout, naming dead or missing
+    ranks."""
+    if not requests:
+        return
+    from mpi4py import MPI
+    communicator()
+    _poll(lambda: MPI.Request.Testall(requests), what, f"{_group.collectives} {what}")
+
+
+def _poll(done, what: str, where: str) -> None:
+    """Call ``done()`` until it is true, yielding, looking after the other ranks and raising
+    ``DistributedError`` as :func:`wait_for_all` describes."""
     start = time.monotonic()
     next_look = start + LIVENESS_SECONDS
     pause = 0.0
     polls = 0
-    while not request.Test():
+    while not done():
         polls += 1
         if polls < SPIN_POLLS:
             continue
@@ -224,8 +243,6 @@ def wait_for_all(what: str, signature: str = "") -> None:
                         "limit with init_process_group(timeout=...) or MINIDL_DIST_TIMEOUT)")
         time.sleep(pause)
         pause = min(max(pause * 2, 1e-5), 1e-3)
-    if votes[0] != -votes[1]:
-        _disagreement(comm, what, where, signature)
 
 
 def _rank_list(ranks: list[int]) -> str:

@@ -86,6 +86,9 @@ def reported(function):
         except dist.DistributedError as exc:
             # Ranks print at once into one pipe: markers keep the messages apart.
             print(f"\n<rank {rank}: {exc}>", flush=True)
+            # The first rank to exit aborts the job (its group is broken): give the others
+            # the time to report too.
+            time.sleep(2)
     return run
 
 

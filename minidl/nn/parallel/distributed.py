@@ -1,4 +1,4 @@
-"""``DistributedDataParallel``: one model replica per process, gradients averaged after backward.
+"""``DistributedDataParallel``: one model replica per process, gradients averaged during backward.
 
 Data parallelism in three promises, kept here:
 
@@ -11,11 +11,11 @@ Data parallelism in three promises, kept here:
    is exactly the gradient of the mean loss over the global batch of N*B samples, so N ranks
    step like one process with the N-times larger batch (up to float rounding), and since every
    rank applies the same update to the same weights, the replicas stay identical.
-3. **Fixed order.** Gradients travel in *buckets*: flat buffers of up to ``bucket_cap_mb``
-   megabytes filled with parameters in reverse registration order (roughly the order backward
-   produces them). One all-reduce per bucket instead of one per parameter pays MPI's latency a
-   few times instead of hundreds. The layout depends only on the model, never on timing, so
-   the same job reduces the same bytes in the same order every run: reproducible.
+3. **Fixed order.** Gradients travel in *buckets* of up to ``bucket_cap_mb`` megabytes, laid
+   out from the model alone and reduced in a fixed order, each bucket's all-reduce started as
+   soon as backward has produced its gradients (``overlap=True``) or all of them after
+   backward (``overlap=False``); the averages are complete when ``backward()`` returns either
+   way (:mod:`.buckets`).
 
 **Uneven batches.** The last batch of an epoch rarely splits evenly: a reader gives some ranks
 one sample more, and with fewer samples than ranks some none. Averaging the ranks' gradients
@@ -51,75 +51,12 @@ import numpy as np
 from minidl import distributed as dist
 from minidl.autograd import engine
 from minidl.autograd.grad_mode import is_grad_enabled
-from minidl.autograd.tensor import Tensor
 from minidl.distributed.agreement import check_same_on_all_ranks
 from minidl.distributed.batch_samples import latest_batch
 from minidl.nn.module import Module
+from minidl.nn.parallel.buckets import GradientAverager, _buckets
 
 DEFAULT_BUCKET_CAP_MB = 25.0
-
-
-class _Bucket:
-    """Parameters whose gradients share one flat buffer (one dtype), plus a presence flag each."""
-
-    def __init__(self, params: list, dtype: np.dtype):
-        self.params = params
-        self.dtype = dtype
-        self.sizes = [p.numel() for p in params]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        total = int(self.offsets[-1])
-        # Flags after the values, then the rank's weight: one all-reduce also says how many
-        # ranks had each gradient, and what the weights sum to.
-        self.buffer = np.zeros(total + len(params) + 1, dtype)
-
-    def pack(self, weight: float) -> None:
-        """Copy the gradients into the buffer, each multiplied by ``weight`` (the rank's
-        share of a full batch)."""
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:-1]
-        for i, param in enumerate(self.params):
-            part = values[self.offsets[i]:self.offsets[i + 1]]
-            if param.grad is None:
-                part[...] = 0
-                flags[i] = 0
-                continue
-            flags[i] = 1
-            if weight == 0:
-                part[...] = 0  # an empty batch: its gradient is a NaN mean, and weighs nothing
-                continue
-            grad = param.grad.numpy() if isinstance(param.grad, Tensor) else param.grad
-            part[...] = np.ravel(grad)
-            if weight != 1:  # full batches skip it: the plain average stays bit for bit
-                part *= weight
-        self.buffer[-1] = weight
-
-    def unpack(self) -> None:
-        """Divide the reduced sums by the sum of the ranks' weights and hand the gradients
-        back to the parameters."""
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:-1]
-        values /= self.buffer[-1]
-        for i, param in enumerate(self.params):
-            if flags[i] == 0:
-                param.grad = None
-                continue
-            grad = values[self.offsets[i]:self.offsets[i + 1]].reshape(param.shape).copy()
-            param.grad = Tensor._wrap(param.backend.from_numpy(grad) if param.device != "cpu"
-                                      else grad, param.device)
-
-
-def _buckets(params: list, cap_bytes: float) -> list[_Bucket]:
-    """Group ``params`` (already in reduction order) into buckets of at most ``cap_bytes``
-    of one dtype each; a parameter larger than the cap gets a bucket of its own."""
-    buckets, current, current_bytes = [], [], 0
-    for param in params:
-        nbytes = param.numel() * param.dtype.itemsize
-        if current and (current_bytes + nbytes > cap_bytes or param.dtype != current[0].dtype):
-            buckets.append(_Bucket(current, current[0].dtype))
-            current, current_bytes = [], 0
-        current.append(param)
-        current_bytes += nbytes
-    if current:
-        buckets.append(_Bucket(current, current[0].dtype))
-    return buckets
 
 
 class DistributedDataParallel(Module):
@@ -129,12 +66,14 @@ class DistributedDataParallel(Module):
     PyTorch. ``bucket_cap_mb`` sets the gradient bucket size (0: one bucket per parameter).
     ``weight_by_samples`` (default True) weights each rank's gradient by the samples its
     reader gave it this step, so uneven last batches average like one process (see above).
+    ``overlap`` (default True) starts each bucket's all-reduce during backward.
     Needs ``minidl.distributed.init_process_group()`` first when launched under mpiexec; in a
     group of one it is a transparent wrapper.
     """
 
     def __init__(self, module: Module, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 broadcast_buffers: bool = True, weight_by_samples: bool = True):
+                 broadcast_buffers: bool = True, weight_by_samples: bool = True,
+                 overlap: bool = True):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a Module, got {type(module).__name__}")
@@ -145,11 +84,12 @@ class DistributedDataParallel(Module):
         self.bucket_cap_mb = float(bucket_cap_mb)
         self.broadcast_buffers = bool(broadcast_buffers)
         self.weight_by_samples = bool(weight_by_samples)
+        self.overlap = bool(overlap)
         self.world_size = dist.get_world_size()
         self._check_same_model()
         check_same_on_all_ranks("DistributedDataParallel", {
             "bucket_cap_mb": self.bucket_cap_mb, "broadcast_buffers": self.broadcast_buffers,
-            "weight_by_samples": self.weight_by_samples})
+            "weight_by_samples": self.weight_by_samples, "overlap": self.overlap})
         self._broadcast_state(include_parameters=True)
         trainable = [p for p in module.parameters() if p.requires_grad]
         for param in trainable:
@@ -157,8 +97,10 @@ class DistributedDataParallel(Module):
                 raise TypeError(f"DistributedDataParallel: parameters must be float32 or float64 "
                                 f"to be reduced, got {param.dtype}")
         self._buckets = _buckets(list(reversed(trainable)), self.bucket_cap_mb * (1 << 20))
+        self._averager = GradientAverager(self._buckets)
         self._sync = True
         self._pending = False
+        self._overlapping = False  # whether the backward under way starts buckets as it goes
         # The reader's batches taken since the last averaging: the newest one's serial, and
         # the samples they held against the samples of as many full batches.
         self._batch_serial = latest_batch()[0]
@@ -166,6 +108,10 @@ class DistributedDataParallel(Module):
         this = weakref.ref(self)  # the hook must not keep a discarded model alive
         self._hook = engine.register_backward_finished_hook(
             lambda: this() is not None and this()._after_backward())
+        self._ready_hook = None
+        if self.overlap and self.world_size > 1:
+            self._ready_hook = engine.register_gradient_ready_hook(
+                lambda leaf: this() is not None and this()._gradient_ready(leaf))
 
     # -- wrap time -------------------------------------------------------------------------------
 
@@ -240,11 +186,28 @@ class DistributedDataParallel(Module):
         finally:
             self._sync = before
 
+    def _gradient_ready(self, leaf) -> None:
+        if not self._pending:
+            return
+        if not self._overlapping:  # the first gradient of this backward
+            self._overlapping = True
+            self._averager.begin(self._take_sample_weight())
+        self._averager.gradient_ready(leaf)
+
     def _after_backward(self) -> None:
         if not self._pending:
             return
         self._pending = False
-        self.reduce_gradients()
+        if self._overlapping:
+            self._overlapping = False
+            self._averager.finish()
+        else:
+            self.reduce_gradients()
+
+    def _take_sample_weight(self) -> float:
+        weight = self.sample_weight()
+        self._samples = self._full_samples = 0
+        return weight
 
     def reduce_gradients(self) -> None:
         """Average every parameter's gradient over the ranks, bucket by bucket, in place.
@@ -252,21 +215,16 @@ class DistributedDataParallel(Module):
         Called automatically after backward; call it by hand only after computing gradients
         some other way. Each rank's gradient weighs :meth:`sample_weight`.
         """
-        weight = self.sample_weight()
-        self._samples = self._full_samples = 0
-        if self.world_size == 1:
-            return
-        for bucket in self._buckets:
-            bucket.pack(weight)
-        dist.all_reduce_coalesced([bucket.buffer for bucket in self._buckets])
-        for bucket in self._buckets:
-            bucket.unpack()
+        weight = self._take_sample_weight()
+        if self.world_size > 1:
+            self._averager.average_now(weight)
 
     def extra_repr(self) -> str:
         return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "
                 f"bucket_cap_mb={self.bucket_cap_mb:g}")
 
     def __del__(self):
-        hook = self.__dict__.get("_hook")
-        if hook is not None:
-            hook.remove()
+        for name in ("_hook", "_ready_hook"):
+            hook = self.__dict__.get(name)
+            if hook is not None:
+                hook.remove()
