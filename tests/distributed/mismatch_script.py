@@ -14,7 +14,7 @@ import numpy as np
 import minidl as md
 import minidl.distributed as dist
 from minidl import nn, optim
-from minidl.data import ArrayDataset, DataReader
+from minidl.data import ArrayDataset, CSVReader, DataReader
 
 
 def main(argv):
@@ -37,6 +37,16 @@ def main(argv):
         return DataReader(ArrayDataset(x[:size], y[:size]), batch_size=4, shuffle=True,
                           seed=seed, rank=given_rank, world_size=world)
 
+    prefix = argv[0]
+    if rank == 0:
+        for name, rows in (("a", 40), ("b", 36)):
+            with open(f"{prefix}-{name}.csv", "w") as file:
+                file.write("".join(f"{i},{i % 2}\n" for i in range(rows)))
+    dist.barrier()
+
+    def stream(name="a"):
+        CSVReader(f"{prefix}-{name}.csv", 4, rank=rank, world_size=world)
+
     cases = {
         "fit data length": lambda: fit(size=36 if odd else 40),
         "fit learning rate": lambda: fit(lr=0.2 if odd else 0.1),
@@ -46,7 +56,8 @@ def main(argv):
         "reader seed": lambda: reader(seed=rank),
         "reader rank": lambda: reader(given_rank=0),
         "ddp settings": lambda: model(bucket_cap_mb=1 if odd else 25),
-        "correct": lambda: (fit(), reader(), model()),
+        "stream file": lambda: stream("b" if odd else "a"),
+        "correct": lambda: (fit(), reader(), model(), stream()),
     }
     messages = {}
     for name, case in cases.items():
@@ -55,7 +66,7 @@ def main(argv):
             messages[name] = None
         except dist.DistributedError as error:
             messages[name] = str(error)
-    with open(f"{argv[0]}-rank{rank}.json", "w") as file:
+    with open(f"{prefix}-rank{rank}.json", "w") as file:
         json.dump(messages, file)
     return 0
 

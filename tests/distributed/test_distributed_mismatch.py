@@ -17,6 +17,7 @@ EXPECTED = {
     "reader seed": ["seed", "rank 2 2"],
     "reader rank": ["rank_is_process_rank", "rank 0 True", "rank 1 False"],
     "ddp settings": ["DistributedDataParallel", "bucket_cap_mb", "rank 2 1.0"],
+    "stream file": ["CSVReader", "file_size", "fingerprint"],
 }
 
 
