@@ -153,6 +153,12 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         if self.training and is_grad_enabled():
+            if self._overlapping:
+                # Buckets were started, and the other ranks' matching all-reduces with them:
+                # no later collective could be matched correctly.
+                raise dist.DistributedError(
+                    "DistributedDataParallel: the previous backward failed while its gradients "
+                    "were being averaged; the ranks can no longer agree (restart the job)")
             if self.broadcast_buffers:
                 self._broadcast_state(include_parameters=False)
             self._pending = self._sync
