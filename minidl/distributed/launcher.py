@@ -62,6 +62,7 @@ class Launch:
         return self.size is not None and self.size > 1
 
     def describe(self) -> str:
+        """``task R of N of LAUNCHER job JOB``, for messages."""
         return f"task {self.rank} of {self.size or '?'} of {self.launcher} job {self.job}"
 
 
