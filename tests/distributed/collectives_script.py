@@ -9,6 +9,8 @@ Usage: mpiexec -n N python collectives_script.py MODE
   skip      -- rank 2 skips a barrier for an all_reduce: every rank names each one's collective
   busy      -- rank 2 computes past the 1 s timeout: the roll call names it as not answering
   slow      -- rank 2 is late by seconds, well inside the default timeout: no error
+  failed-backward -- backward raises after DDP started averaging some buckets: the next
+               training forward must refuse, on every rank
 The failure modes print "<rank R: MESSAGE>" for the DistributedError each rank raised.
 """
 
@@ -123,11 +125,31 @@ def slow(rank, world):
     print(f"rank {rank} ok", flush=True)
 
 
+@reported
+def failed_backward(rank, world):
+    from minidl.autograd.engine import register_gradient_ready_hook
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)), bucket_cap_mb=0)
+
+    def explode(leaf):  # runs after DDP's own hook: fail once a bucket's average has started
+        if model._averager.started:
+            raise RuntimeError("exploded")
+
+    hook = register_gradient_ready_hook(explode)
+    x = md.tensor(np.ones((2, 3), np.float32))
+    try:
+        model(x).sum().backward()
+    except RuntimeError as exc:
+        assert str(exc) == "exploded"
+    hook.remove()
+    model(x)
+
+
 if __name__ == "__main__":
     dist.init_process_group(timeout=120)
     modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
              "restore": restore_fails_on_one_rank, "dead": dead, "skip": skip, "busy": busy,
-             "slow": slow}
+             "slow": slow, "failed-backward": failed_backward}
     if sys.argv[1] in ("straggler", "skip"):
         dist.init_process_group(timeout=3)
     elif sys.argv[1] == "busy":

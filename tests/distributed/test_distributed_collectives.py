@@ -93,3 +93,10 @@ def test_a_busy_rank_is_named_after_the_timeout():
 def test_a_slow_rank_within_the_default_timeout_is_waited_for():
     result = run(3, SCRIPT, "slow")
     assert all(result.stdout.count(f"rank {r} ok") == 1 for r in range(3))
+
+
+def test_a_forward_after_a_backward_that_failed_mid_averaging_is_refused():
+    result, _ = run_failing("failed-backward")
+    found = reports(result)
+    assert sorted(found) == [0, 1, 2], result.stdout + result.stderr
+    assert all("previous backward failed" in message for message in found.values())
