@@ -57,7 +57,10 @@ def main(argv):
         "reader rank": lambda: reader(given_rank=0),
         "ddp settings": lambda: model(bucket_cap_mb=1 if odd else 25),
         "stream file": lambda: stream("b" if odd else "a"),
-        "correct": lambda: (fit(), reader(), model(), stream()),
+        "zero learning rate": lambda: optim.ZeroRedundancyOptimizer(
+            model().parameters(), optim.Adam, lr=0.2 if odd else 0.1),
+        "correct": lambda: (fit(), reader(), model(), stream(), optim.ZeroRedundancyOptimizer(
+            model().parameters(), optim.Adam, lr=0.1)),
     }
     messages = {}
     for name, case in cases.items():

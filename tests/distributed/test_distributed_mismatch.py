@@ -18,6 +18,7 @@ EXPECTED = {
     "reader rank": ["rank_is_process_rank", "rank 0 True", "rank 1 False"],
     "ddp settings": ["DistributedDataParallel", "bucket_cap_mb", "rank 2 1.0"],
     "stream file": ["CSVReader", "file_size", "fingerprint"],
+    "zero learning rate": ["ZeroRedundancyOptimizer", "0/lr", "rank 0 0.1", "rank 2 0.2"],
 }
 
 
