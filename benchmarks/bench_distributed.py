@@ -11,9 +11,13 @@ the PATH) and rank 0 prints two tables.
    costs. "bus GB/s" is the ring figure 2(N-1)/N * bytes / time: the bytes each rank must
    send (and receive) in the bandwidth-optimal algorithm, so it is comparable across N.
    A third line times that meeting alone against an MPI barrier.
-2. **Communication share of an MLP training step** at N ranks (784-1024-1024-10, float32,
-   about 7.3 MB of gradients): the step with DDP averaging gradients in 25 MB buckets, and
-   unbucketed (one all-reduce per parameter, ``bucket_cap_mb=0``).
+2. **Communication share of a training step** at N ranks, for an MLP (784-1024-1024-10,
+   about 7.3 MB of float32 gradients) and a small CNN: DDP averaging the gradients after
+   backward (blocking, as before overlap: 25 MB buckets, and one all-reduce per parameter) and
+   during backward (``overlap=True``, the default: 25 MB and 1 MB buckets), with the time each
+   rank spends in communication calls and its share of the step -- and, when torch is
+   installed, ``torch.nn.parallel.DistributedDataParallel`` on gloo with the same models and
+   batches, the reference of the README's targets.
 
 Timings are medians of ``--repeats`` runs after a warm-up, from one run; on a shared
 machine they vary by tens of percent.
@@ -100,45 +104,133 @@ def meeting_table(repeats: int) -> list[str]:
                 f"{label} {min(values) * 1e6:.1f} us" for label, values in timings.items())]
 
 
+def _models(framework):
+    """The benchmark's two models in ``framework`` (minidl's ``nn`` or ``torch.nn``), with the
+    shape of one rank's batch: an MLP 784-1024-1024-10 (7.3 MB of float32 gradients) on 64
+    samples and a small CNN (two 3x3 convolutions, 4.7 MB) on 32 images of 28x28."""
+    mlp = framework.Sequential(framework.Linear(784, 1024), framework.ReLU(),
+                               framework.Linear(1024, 1024), framework.ReLU(),
+                               framework.Linear(1024, 10))
+    cnn = framework.Sequential(framework.Conv2d(1, 32, 3), framework.ReLU(),
+                               framework.Conv2d(32, 64, 3), framework.ReLU(),
+                               framework.MaxPool2d(2), framework.Flatten(),
+                               framework.Linear(64 * 12 * 12, 128), framework.ReLU(),
+                               framework.Linear(128, 10))
+    return {"MLP": (mlp, (64, 784)), "CNN": (cnn, (32, 1, 28, 28))}
+
+
+def _communication_timer(model):
+    """Wrap the DDP model's communication calls so that their time is recorded: the blocking
+    average after backward, or (overlapped) the meeting, packing and posting of each bucket
+    during backward plus the final wait. Returns the list of per-step seconds."""
+    per_step = []
+    averager = model._averager
+    pieces = {"after": model.reduce_gradients, "start": averager._start_next,
+              "finish": averager.finish}
+    spent = [0.0]
+
+    def timed(name):
+        def call(*args):
+            began = time.perf_counter()
+            pieces[name](*args)
+            spent[0] += time.perf_counter() - began
+            if name != "start":  # the step's communication is over
+                per_step.append(spent[0])
+                spent[0] = 0.0
+        return call
+
+    model.reduce_gradients = timed("after")
+    averager._start_next = timed("start")
+    averager.finish = timed("finish")
+    return per_step
+
+
+# (label, bucket_cap_mb, overlap): today's default, before it the blocking averaging.
+STEP_MODES = (("after backward, 25 MB buckets", 25.0, False),
+              ("after backward, per parameter", 0.0, False),
+              ("during backward, 25 MB buckets", 25.0, True),
+              ("during backward, 1 MB buckets", 1.0, True))
+
+
 def step_table(repeats: int) -> list[str]:
+    """Per model: minidl DDP's step and the time it spends in communication, for each way of
+    averaging (after backward, blocking; during backward, overlapped), beside torch DDP."""
     import minidl as md
     import minidl.distributed as dist
     from minidl import nn, optim
 
     world, rank = dist.get_world_size(), dist.get_rank()
     rng = np.random.default_rng(rank)
-    x = md.tensor(rng.standard_normal((64, 784)).astype(np.float32))
-    y = md.tensor(rng.integers(0, 10, 64))
-    lines = [f"MLP 784-1024-1024-10 step at {world} ranks, batch 64 per rank "
-             f"(median of {repeats})",
-             f"{'gradient sync':<26} {'buckets':>8} {'step ms':>9} {'comm ms':>9} "
-             f"{'comm share':>11}"]
-    for label, cap in (("bucketed (25 MB)", 25.0), ("unbucketed (per parameter)", 0.0)):
-        md.manual_seed(0)
-        model = nn.parallel.DistributedDataParallel(
-            nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                          nn.Linear(1024, 10)), bucket_cap_mb=cap)
-        opt = optim.SGD(model.parameters(), lr=0.01)
-        comm_seconds = []
-        reduce = model.reduce_gradients
+    lines = [f"training step at {world} ranks (median of {repeats}); 'comm' is the time a rank "
+             "spends in communication calls, 'share' its part of the step"]
+    torch_steps = _torch_ddp_steps(repeats)
+    for name, (_, shape) in _models(nn).items():
+        x = md.tensor(rng.standard_normal(shape).astype(np.float32))
+        y = md.tensor(rng.integers(0, 10, shape[0]))
+        lines.append(f"{name}, batch {shape[0]} per rank")
+        lines.append(f"  {'gradient averaging':<32} {'buckets':>8} {'step ms':>9} "
+                     f"{'comm ms':>9} {'share':>7}")
+        for label, cap, overlap in STEP_MODES:
+            md.manual_seed(0)
+            model = nn.parallel.DistributedDataParallel(_models(nn)[name][0], bucket_cap_mb=cap,
+                                                        overlap=overlap)
+            opt = optim.SGD(model.parameters(), lr=0.01)
+            comm_seconds = _communication_timer(model)
 
-        def timed_reduce():
-            start = time.perf_counter()
-            reduce()
-            comm_seconds.append(time.perf_counter() - start)
+            def step():
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
 
-        model.reduce_gradients = timed_reduce
+            step_t = _median_seconds(step, repeats)
+            comm_t = statistics.median(comm_seconds[1:])
+            lines.append(f"  {label:<32} {len(model._buckets):>8} {step_t * 1e3:>9.1f} "
+                         f"{comm_t * 1e3:>9.1f} {comm_t / step_t:>7.0%}")
+        if name in torch_steps:
+            lines.append(f"  {'torch DDP on gloo (its defaults)':<32} {'':>8} "
+                         f"{torch_steps[name] * 1e3:>9.1f}")
+    return lines
+
+
+def _torch_ddp_steps(repeats: int) -> dict:
+    """Median step seconds of ``torch.nn.parallel.DistributedDataParallel`` on gloo for the
+    same models and batches ({} when torch is not installed): the reference the targets of
+    the README name. The ranks meet over TCP on rank 0's host, its port sent by MPI."""
+    try:
+        import torch
+        import torch.distributed as torch_dist
+    except ImportError:
+        return {}
+    import socket
+
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    port = None
+    if comm.Get_rank() == 0:
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    host = comm.bcast(socket.gethostname() if comm.Get_rank() == 0 else None, root=0)
+    torch_dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}",
+                                  rank=comm.Get_rank(), world_size=comm.Get_size())
+    torch.manual_seed(0)
+    rng = np.random.default_rng(comm.Get_rank())
+    steps = {}
+    for name, (model, shape) in _models(torch.nn).items():
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+        y = torch.from_numpy(rng.integers(0, 10, shape[0]))
 
         def step():
             opt.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
+            torch.nn.functional.cross_entropy(ddp(x), y).backward()
             opt.step()
 
-        step_t = _median_seconds(step, repeats)
-        comm_t = statistics.median(comm_seconds[1:])
-        lines.append(f"{label:<26} {len(model._buckets):>8} {step_t * 1e3:>9.1f} "
-                     f"{comm_t * 1e3:>9.1f} {comm_t / step_t:>10.0%}")
-    return lines
+        steps[name] = _median_seconds(step, repeats)
+    torch_dist.destroy_process_group()
+    return steps
 
 
 def worker(repeats: int) -> None:

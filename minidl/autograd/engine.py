@@ -59,7 +59,9 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
 
     The pass in four steps: seed the output's gradient, visit tensors so that each comes after all
     its consumers, hand each visited tensor's summed gradient to ``.grad`` (leaves) and through its
-    node's rule to its inputs (everything else), then tell the finished-hooks.
+    node's rule to its inputs (everything else), then tell the finished-hooks. A leaf is visited
+    after all its consumers, so its gradient of this pass is complete once stored: the
+    gradient-ready hooks hear of it then, while the rest of the graph is still to be done.
     """
     seed, caller_holds_seed = _seed_gradient(root, grad)
     backend = root.backend
@@ -74,6 +76,9 @@ def backward(root, grad=None, retain_graph: bool = False) -> None:
         node = tensor._node
         if node is None or tensor._retains_grad:
             _store_gradient(tensor, grad, handed_out)
+            if node is None:
+                for hook in list(_gradient_ready_hooks.values()):
+                    hook(tensor)
         if node is not None:
             _send_to_inputs(backend, node, grad, pending)
             if not retain_graph:
@@ -151,18 +156,35 @@ def _send_to_inputs(backend, node, grad, pending: dict) -> None:
 _backward_finished_hooks: dict[int, object] = {}
 
 
-class HookHandle:
-    """Returned by :func:`register_backward_finished_hook`; ``remove()`` unregisters."""
+# Called with each leaf as soon as its gradient of the pass is stored (PyTorch's
+# post-accumulate-grad hooks): where data-parallel training starts averaging a bucket of
+# gradients while backward still computes the others.
+_gradient_ready_hooks: dict[int, object] = {}
 
-    def __init__(self, key: int):
+
+class HookHandle:
+    """Returned by the ``register_*_hook`` functions; ``remove()`` unregisters."""
+
+    def __init__(self, hooks: dict, key: int):
+        self.hooks = hooks
         self.key = key
 
     def remove(self) -> None:
-        _backward_finished_hooks.pop(self.key, None)
+        self.hooks.pop(self.key, None)
+
+
+def _register(hooks: dict, hook) -> HookHandle:
+    key = max(hooks, default=-1) + 1
+    hooks[key] = hook
+    return HookHandle(hooks, key)
 
 
 def register_backward_finished_hook(hook) -> HookHandle:
     """Run ``hook()`` at the end of every ``backward``; returns a handle to remove it."""
-    key = max(_backward_finished_hooks, default=-1) + 1
-    _backward_finished_hooks[key] = hook
-    return HookHandle(key)
+    return _register(_backward_finished_hooks, hook)
+
+
+def register_gradient_ready_hook(hook) -> HookHandle:
+    """Run ``hook(leaf)`` for each leaf tensor once its gradient of a ``backward`` pass is
+    complete in ``leaf.grad``, before the pass ends; returns a handle to remove it."""
+    return _register(_gradient_ready_hooks, hook)

@@ -34,7 +34,7 @@ import time
 
 from minidl import distributed as dist
 from minidl import user_warnings
-from minidl.checkpoint import data_parallel, naming, sharded
+from minidl.checkpoint import data_parallel, naming, sharded, task_claims
 from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
@@ -115,6 +115,7 @@ class CheckpointManager:
                        else naming.fresh_prefix(prefix, names))
         if self.is_writer:
             os.makedirs(self.directory, exist_ok=True)
+            task_claims.claim_directory(self.directory)  # no two lone tasks of one launch
             self._remove_leftovers(names)
         self._records = self._scan(names)
         self._last_saved_step = self._records[-1].step if self._records else 0

@@ -7,6 +7,9 @@ import numpy as np
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import batch_count, epoch_order, rank_slice
 from minidl.data.state import check_shard
+from minidl.distributed.agreement import check_same_on_all_ranks
+from minidl.distributed.batch_samples import record_batch
+from minidl.distributed.process_group import get_rank, get_world_size
 from minidl.validation import check_non_negative_int
 
 
@@ -76,6 +79,12 @@ class _EpochCursor:
     def produce(self):
         return self.fetch(self.take_indices())
 
+    def rank_samples_from(self, position: int) -> int:
+        """How many samples this rank's batch holds when the job's batch starts at
+        ``position`` (the same global batch and split as :meth:`take_indices`)."""
+        global_samples = min(self.global_batch, self._epoch_end(position) - position)
+        return len(rank_slice(np.arange(global_samples), self.rank, self.world_size))
+
     def progress(self) -> dict:
         return {"epoch": self.epoch, "position": self.position}
 
@@ -109,6 +118,10 @@ class DataReader(BatchReader):
     batch size: a state saved by one rank restores every rank, and a job saved at one world
     size resumes at another on the same global sample sequence.
     ``prefetch=N`` prepares up to N batches on a background thread.
+
+    Built with the process group's world size (every rank builds it, as in the usual script),
+    it checks that every rank gave the same data set length, batch size, shuffle, seed and
+    ``drop_last`` and its own rank, and raises ``DistributedError`` on every rank otherwise.
     """
 
     kind = "DataReader"
@@ -134,10 +147,28 @@ class DataReader(BatchReader):
                 f"batch_size: {batch_size} x world_size {world_size} leaves no batch in an "
                 f"epoch of {length} samples (drop_last={self.drop_last})")
         super().__init__(cursor, prefetch)
+        if world_size > 1 and world_size == get_world_size():
+            # Ranks that disagree on the length or the batch size run out of batches at
+            # different steps and hang at a collective; better to fail here, side by side.
+            check_same_on_all_ranks(type(self).__name__, dict(
+                self._settings(), batch_size=batch_size, world_size=world_size,
+                rank_is_process_rank=rank == get_rank()))
 
     def _fetch_batch(self, indices: np.ndarray):
         """The batch made of the samples at ``indices`` (subclasses change how it is made)."""
         return as_batch(self.dataset[indices])
+
+    def next_batch(self) -> tuple:
+        """Return the next batch (a tuple of NumPy arrays), rolling over into the next epoch.
+
+        In a data-parallel job it also records how many samples this rank's batch holds, from
+        which ``DistributedDataParallel`` weights this rank's gradient (the last batch of an
+        epoch splits unevenly; see :mod:`minidl.distributed.batch_samples`)."""
+        start = self._progress()["position"]
+        batch = super().next_batch()
+        if self.world_size > 1:
+            record_batch(self._cursor.rank_samples_from(start), self.batch_size)
+        return batch
 
     def __len__(self) -> int:
         """Number of batches (steps) in a full epoch."""

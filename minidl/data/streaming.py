@@ -29,6 +29,8 @@ import numpy as np
 from minidl.data.protocol import BatchReader
 from minidl.data.sampling import epoch_generator
 from minidl.data.state import check_shard, file_fingerprint
+from minidl.distributed.agreement import check_same_on_all_ranks
+from minidl.distributed.process_group import get_rank, get_world_size
 from minidl.validation import check_non_negative_int
 
 DEFAULT_CHUNK_BYTES = 4 << 20
@@ -331,6 +333,11 @@ class StreamingReader(BatchReader):
         self.rank, self.world_size = check_shard(rank, world_size)
         self.chunk_bytes = check_non_negative_int("chunk_bytes", chunk_bytes, minimum=1)
         self.file_size, self.fingerprint = file_fingerprint(self.path)
+        if self.world_size > 1 and self.world_size == get_world_size():
+            # The same file (size and fingerprint) and settings on every rank, each its own rank.
+            settings = dict(self._common_settings(), rank_is_process_rank=self.rank == get_rank())
+            del settings["rank"]
+            check_same_on_all_ranks(type(self).__name__, settings)
 
     def _open_stream(self, prefetch):
         super().__init__(_StreamCursor(self), prefetch)

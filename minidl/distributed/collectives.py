@@ -120,6 +120,22 @@ def all_reduce_coalesced(arrays: list, op: str = ReduceOp.SUM) -> list:
     return arrays
 
 
+def start_all_reduce(array: np.ndarray):
+    """Start summing a contiguous NumPy array across ranks in place, without waiting; returns
+    the MPI request (None in a group of one).
+
+    The ranks must have met first (:func:`~minidl.distributed.process_group.wait_for_all`:
+    non-blocking calls cannot be timed out one by one) and must start the same arrays in the
+    same order; :func:`~minidl.distributed.process_group.wait_for_requests` waits for them.
+    How data-parallel training averages a bucket of gradients while backward goes on.
+    """
+    comm = communicator()
+    if comm is None:
+        return None
+    from mpi4py import MPI
+    return comm.Iallreduce(MPI.IN_PLACE, array, op=MPI.SUM)
+
+
 def broadcast(value, src: int = 0):
     """Overwrite ``value`` (a Tensor or array) on every rank with rank ``src``'s; returns it."""
     _check_rank(src, "src")

@@ -7,11 +7,16 @@ identity and MPI is never imported, so single-process users need neither MPI nor
 
 **Failing fast.** MPI's own collectives block for ever when a peer never arrives (it died, or
 took another branch of the program). Every minidl collective therefore first meets the other
-ranks at a *non-blocking* barrier that this process polls against a deadline (``timeout``);
-only once every rank is known to be present does the blocking MPI call run at full speed. A
-rank that misses the deadline makes the others raise :class:`DistributedError` saying so,
-and the process group is marked broken: later collectives raise at once, and at exit the
-job is aborted (``MPI_Abort``) rather than left waiting in ``MPI_Finalize``.
+ranks at a *non-blocking* barrier that this process polls against a deadline (``timeout``,
+60 s by default); only once every rank is known to be present does the blocking MPI call run
+at full speed. The meeting also compares what each rank is about to do (which collective, its
+number in the sequence, the shape it moves), so a rank that skipped a collective or passes
+another shape is named the moment it meets the others. A rank that died on this host is seen
+within a second; one that misses the deadline is named after a roll call of the others
+(:mod:`~minidl.distributed.roll_call`: dead, waiting in another collective, or busy). The
+others then raise :class:`DistributedError` saying so, and the process group is marked broken:
+later collectives raise at once, and at exit the job is aborted (``MPI_Abort``) rather than
+left waiting in ``MPI_Finalize``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import zlib
 
 import numpy as np
 
-# Environment variables by which MPI launchers tell a process it is one of several (MPICH's
-# Hydra and Slurm's PMI, Open MPI, MVAPICH).
-_LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-DEFAULT_TIMEOUT_SECONDS = 300.0
+from .launcher import detect_launch
+from .roll_call import RollCall, describe_missing, host_key
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+LIVENESS_SECONDS = 0.5  # how often a waiting rank looks whether the ranks on its host live
 TIMEOUT_VARIABLE = "MINIDL_DIST_TIMEOUT"
 SPIN_POLLS = 100        # polls before yielding the core between polls, ...
 YIELD_SECONDS = 0.1     # ... then sleep: a rank this late is computing, not about to arrive
@@ -48,17 +54,16 @@ class _Group:
         self.world_size = 1
         self.timeout = DEFAULT_TIMEOUT_SECONDS
         self.broken: str | None = None
+        self.roll_call: RollCall | None = None
+        self.collectives = 0      # collectives met so far: the same on every rank
 
 
 _group = _Group()
 
 
 def _launched_by_mpi() -> bool:
-    for name in _LAUNCHER_SIZE_VARIABLES:
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 1:
-            return True
-    return False
+    launch = detect_launch()
+    return launch is not None and launch.needs_mpi
 
 
 def _timeout_seconds(timeout) -> float:
@@ -91,8 +96,10 @@ def init_process_group(backend: str = "mpi", timeout=None) -> None:
 
     Under ``mpiexec -n N`` this initialises MPI (through ``mpi4py``) and the group has N
     ranks; a plain ``python`` run is a group of one and needs no MPI. ``timeout`` (seconds or
-    a ``timedelta``; default 300 s or the ``MINIDL_DIST_TIMEOUT`` environment variable) bounds
-    how long a collective waits for the other ranks before raising ``DistributedError``.
+    a ``timedelta``; default 60 s or the ``MINIDL_DIST_TIMEOUT`` environment variable) bounds
+    how long a collective waits for the other ranks before raising ``DistributedError``
+    (a rank that died on the same host is detected within a second); raise it for steps
+    where one rank works alone for longer (rank 0 writing a very large checkpoint).
     Calling it again is harmless.
     """
     if backend != "mpi":
@@ -106,6 +113,11 @@ def init_process_group(backend: str = "mpi", timeout=None) -> None:
         if comm.Get_size() > 1:
             _group.comm = comm.Dup()  # our own context: user traffic on COMM_WORLD cannot mix
             _group.rank, _group.world_size = comm.Get_rank(), comm.Get_size()
+            peers = np.empty((_group.world_size, 2), np.int64)
+            _group.comm.Allgather(np.array([host_key(), os.getpid()], np.int64), peers)
+            _group.roll_call = RollCall(_group.comm.Dup(), [tuple(map(int, p)) for p in peers],
+                                        _group.rank)
+            _group.collectives = 0
             atexit.register(_abort_if_broken)
             _abort_on_uncaught_exception()
     _group.initialized = True
@@ -115,6 +127,8 @@ def destroy_process_group() -> None:
     """Leave the group; afterwards the process is a group of one again."""
     if _group.comm is not None and _group.broken is None:
         _group.comm.Free()
+        _group.roll_call.comm.Free()
+    _group.roll_call = None
     _group.comm, _group.rank, _group.world_size = None, 0, 1
     _group.initialized = False
 
@@ -156,52 +170,106 @@ def communicator():
 
 
 def wait_for_all(what: str, signature: str = "") -> None:
-    """Meet every rank before a collective, or raise ``DistributedError`` after the timeout.
+    """Meet every rank before a collective, or raise ``DistributedError``.
 
     The meeting is a tiny non-blocking all-reduce that this process polls: ``SPIN_POLLS``
     tight polls first (ranks usually arrive together, within microseconds), then polls that
     yield the core in between (when ranks outnumber cores, the rank we wait for may need ours
     to make progress; MPI's own blocking calls yield the same way), and after
     ``YIELD_SECONDS`` sleeps growing to 1 ms, so that ranks waiting for a slow one leave the
-    CPU to the ones still computing. It also compares
-    ``signature`` (what the collective will move: shape and dtype) across ranks: the MAX of
-    ``(h, -h)`` over ranks is ``(h, -h)`` again exactly when every rank has the same hash
+    CPU to the ones still computing. While it waits it answers the others' roll calls, looks
+    every ``LIVENESS_SECONDS`` whether the ranks on its host are alive (a dead one is named at
+    once), and after ``timeout`` asks the others where they are and names who is missing.
+
+    It also compares where each rank is -- the collective ``what``, its number in the
+    sequence, and ``signature`` (what it will move: shape and dtype) -- across ranks: the MAX
+    of ``(h, -h)`` over ranks is ``(h, -h)`` again exactly when every rank has the same hash
     ``h``, and every rank sees the same result, so all of them raise together on a mismatch
-    instead of MPI mixing bytes of different meaning.
+    (after one more gather that names each rank's collective) instead of MPI mixing bytes of
+    different meaning.
     """
     comm = communicator()
     if comm is None:
         return
     from mpi4py import MPI
-    code = zlib.crc32(signature.encode())
+    _group.collectives += 1
+    where = f"{_group.collectives} {what}"
+    code = zlib.crc32(f"{where} {signature}".encode())
     votes = np.array([code, -code], np.int64)
     request = comm.Iallreduce(MPI.IN_PLACE, votes, op=MPI.MAX)
+    _poll(request.Test, what, where)
+    if votes[0] != -votes[1]:
+        _disagreement(comm, what, where, signature)
+
+
+def wait_for_requests(requests: list, what: str) -> None:
+    """Wait for non-blocking MPI operations (started after a :func:`wait_for_all` meeting of
+    the same ``what``) as a collective waits: against the timeout, naming dead or missing
+    ranks."""
+    if not requests:
+        return
+    from mpi4py import MPI
+    communicator()
+    _poll(lambda: MPI.Request.Testall(requests), what, f"{_group.collectives} {what}")
+
+
+def _poll(done, what: str, where: str) -> None:
+    """Call ``done()`` until it is true, yielding, looking after the other ranks and raising
+    ``DistributedError`` as :func:`wait_for_all` describes."""
     start = time.monotonic()
-    deadline = start + _group.timeout
+    next_look = start + LIVENESS_SECONDS
     pause = 0.0
     polls = 0
-    while not request.Test():
+    while not done():
         polls += 1
         if polls < SPIN_POLLS:
             continue
-        waited = time.monotonic() - start
-        if waited > _group.timeout:
-            _group.broken = (f"rank {_group.rank} waited {_group.timeout:g} s in {what} for "
-                             "ranks that never arrived")
-            raise DistributedError(
-                f"{what}: rank {_group.rank} of {_group.world_size} waited "
-                f"{_group.timeout:g} s and not every rank arrived; a rank has died, hangs, "
-                "or is not calling the same collective (raise the limit with "
-                "init_process_group(timeout=...))")
+        now = time.monotonic()
+        waited = now - start
         if waited < YIELD_SECONDS:
             os.sched_yield()  # a rank that shares our core runs now, we come straight back
             continue
+        _group.roll_call.answer(where)
+        if now >= next_look:
+            next_look = now + LIVENESS_SECONDS
+            dead = _group.roll_call.dead_ranks()
+            if dead:
+                _fail(what, f"{_rank_list(dead)} died (its process is gone)")
+        if waited > _group.timeout:
+            answers = _group.roll_call.ask(where)
+            missing = describe_missing(answers, _group.roll_call.dead_ranks(), where,
+                                       _group.world_size, _group.rank)
+            _fail(what, f"it waited {_group.timeout:g} s for the others: {missing} (raise the "
+                        "limit with init_process_group(timeout=...) or MINIDL_DIST_TIMEOUT)")
         time.sleep(pause)
         pause = min(max(pause * 2, 1e-5), 1e-3)
-    if votes[0] != -votes[1]:
-        raise DistributedError(f"{what}: the ranks disagree on what it moves (this rank: "
-                               f"{signature or 'nothing'}); every rank must pass the same shape "
-                               "and dtype")
+
+
+def _rank_list(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _fail(what: str, reason: str) -> None:
+    _group.broken = f"rank {_group.rank} gave up in {what}: {reason}"
+    raise DistributedError(f"{what} (collective #{_group.collectives}) on rank {_group.rank} "
+                           f"of {_group.world_size}: {reason}")
+
+
+def _disagreement(comm, what: str, where: str, signature: str) -> None:
+    """Every rank is here but they differ: gather where each one is, and raise naming them."""
+    mine = np.zeros(256, np.uint8)
+    text = f"{where} {signature}".encode()[:256]
+    mine[:len(text)] = np.frombuffer(text, np.uint8)
+    everyone = np.empty((_group.world_size, 256), np.uint8)
+    comm.Allgather(mine, everyone)
+    described = []
+    for rank, row in enumerate(everyone):
+        number, _, rest = row.tobytes().rstrip(b"\0").decode(errors="replace").partition(" ")
+        described.append(f"rank {rank}: {rest.strip()} (collective #{number})")
+    raise DistributedError(
+        f"{what}: the ranks disagree on what it moves, or are not in the same collective "
+        f"({'; '.join(described)}); every rank must call the same collectives in the same "
+        "order with the same shape and dtype")
 
 
 def _abort_on_uncaught_exception() -> None:

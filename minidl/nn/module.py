@@ -270,6 +270,7 @@ class Module:
             raise TypeError(f"state_dict must be a mapping of names to arrays, got "
                             f"{type(state_dict).__name__}")
         own = OrderedDict(self._state_items())
+        state_dict = _fit_wrapper_prefix(state_dict, own)
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]
         problems = [problem for name, target in own.items() if name in state_dict
@@ -291,13 +292,16 @@ class Module:
         """Copy values in from ``state_dict`` (arrays or Tensors, by name).
 
         Everything is checked before anything is copied (:meth:`check_state_dict`): a mismatch
-        leaves the module unchanged. With ``strict`` any missing or unexpected name is an
+        leaves the module unchanged. The state of a data-parallel wrapper (every name
+        ``module.<name>``, as ``DistributedDataParallel`` saves it) loads into the plain model,
+        and a plain model's state into the wrapper. With ``strict`` any missing or unexpected name is an
         error; mis-shaped values always are. ``assign=True`` (as in PyTorch) makes each
         parameter and buffer *use* the given array instead of copying into its own -- dtypes
         must then match exactly -- which is how a module built under ``init.skip_init()`` gets
         its weights without a second copy.
         """
         keys = self.check_state_dict(state_dict, strict, assign=assign)
+        state_dict = _fit_wrapper_prefix(state_dict, OrderedDict(self._state_items()))
         for name, target in self._state_items():
             if name not in state_dict:
                 continue
@@ -362,6 +366,26 @@ class Module:
         if not children:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n" + "\n".join(children) + "\n)"
+
+
+WRAPPER_PREFIX = "module."  # how DistributedDataParallel (as PyTorch's) names the model's state
+
+
+def _fit_wrapper_prefix(state_dict: Mapping, own: Mapping) -> Mapping:
+    """``state_dict`` with the wrapper prefix taken off every name (a wrapper's state for the
+    plain model) or put on (a plain state for the wrapper) when that, and only that, makes its
+    names those of ``own``; otherwise ``state_dict`` unchanged, for the usual checks."""
+    if not state_dict or set(state_dict) == set(own):
+        return state_dict
+    if all(name.startswith(WRAPPER_PREFIX) for name in state_dict):
+        stripped = {name[len(WRAPPER_PREFIX):]: value for name, value in state_dict.items()}
+        if set(stripped) <= set(own):
+            return stripped
+    elif own and all(name.startswith(WRAPPER_PREFIX) for name in own):
+        prefixed = {WRAPPER_PREFIX + name: value for name, value in state_dict.items()}
+        if set(prefixed) <= set(own):
+            return prefixed
+    return state_dict
 
 
 def _as_state_value(value):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from minidl import distributed as dist
+from minidl.distributed.agreement import check_same_on_all_ranks
 from minidl.optim.optimizer import Optimizer
 
 
@@ -75,6 +76,13 @@ class ZeroRedundancyOptimizer(Optimizer):
         self.param_groups = full.param_groups
         self.state = full.state  # stays empty: the state lives in the local optimizer
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        # Every rank steps its shard with these settings: they must be the same everywhere.
+        check_same_on_all_ranks("ZeroRedundancyOptimizer", dict(
+            {f"{g}/{name}": value if isinstance(value, (bool, int, float, str, type(None)))
+             else repr(value) for g, group in enumerate(self.param_groups)
+             for name, value in self._hyperparameters(group).items()},
+            optimizer_class=optimizer_class.__name__,
+            parameters_per_group=[len(group["params"]) for group in self.param_groups]))
         everything = self._all_params()
         self.owner = partition([p.numel() for p in everything], self.world_size)
         self._local_groups: dict[int, int] = {}  # group index -> local optimizer's group index

@@ -172,6 +172,13 @@ def _monitored(callback, logs: dict, who: str, consequence: str) -> float | None
     return None
 
 
+def _writes_files() -> bool:
+    """Whether this process writes the callbacks' files and messages: in a data-parallel job
+    the replicas and the logs are the same on every rank, so rank 0 alone does."""
+    from .. import distributed as dist
+    return dist.get_rank() == 0
+
+
 def _check_count(name: str, value, low: int, who: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{who}: {name} must be an integer >= {low}, got {value!r}")
@@ -315,7 +322,8 @@ class CSVLogger(Callback):
 
     The file is rewritten when training starts (``append=True`` adds to it instead).  A resumed
     run rewrites it from the restored history, so rows of epochs that ended after the last
-    checkpoint (and will be trained again) are not repeated.
+    checkpoint (and will be trained again) are not repeated.  In a data-parallel job only rank
+    0 writes (the logs are the job's, the same on every rank).
     """
 
     def __init__(self, filename, separator: str = ",", append: bool = False):
@@ -323,6 +331,8 @@ class CSVLogger(Callback):
         self.columns: list[str] | None = None
 
     def _write(self, mode: str, rows: list[dict]) -> None:
+        if not _writes_files():
+            return
         with open(self.filename, mode, newline="") as file:
             writer = csv.writer(file, delimiter=self.separator)
             if self.columns is None:
@@ -340,7 +350,8 @@ class CSVLogger(Callback):
                                    epoch=history.epochs[i]) for i in range(len(history))])
         elif not self.append:
             self.columns = None
-            open(self.filename, "w").close()
+            if _writes_files():
+                open(self.filename, "w").close()
 
     def on_epoch_end(self, trainer, epoch, logs):
         self._write("a", [dict(logs, epoch=epoch)])
@@ -473,8 +484,7 @@ class ModelCheckpoint(Callback):
         if directory:
             os.makedirs(directory, exist_ok=True)
         self.saved.append(path)
-        from .. import distributed as dist
-        if dist.get_rank() != 0:  # data-parallel replicas are identical: rank 0 writes
+        if not _writes_files():
             return
         from ..nn.parallel import DistributedDataParallel
         model = trainer.model

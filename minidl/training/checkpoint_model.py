@@ -14,8 +14,15 @@ import os
 
 
 def describe_model(model) -> dict | None:
-    """The model's topology as plain data, or None when some layer is not registered."""
+    """The model's topology as plain data, or None when some layer is not registered.
+
+    A data-parallel wrapper is described by the model it wraps: the rebuilt model is the
+    plain one, and its weights, saved as ``module.<name>``, load into it all the same.
+    """
+    from ..nn.parallel import DistributedDataParallel
     from ..nn.spec import module_to_spec
+    if isinstance(model, DistributedDataParallel):
+        model = model.module
     try:
         return module_to_spec(model)
     except (TypeError, ValueError):

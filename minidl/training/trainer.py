@@ -50,7 +50,8 @@ def _job_wide_step(loss: float, scores: np.ndarray, targets: np.ndarray):
                                for data, shape, dtype in (p[index] for p in parts)])
 
     sizes = [p[2][1][0] if p[2][1] else 1 for p in parts]
-    mean = sum(p[0] * n for p, n in zip(parts, sizes)) / max(sum(sizes), 1)
+    # A rank whose share of a short last batch is empty has a NaN mean: it weighs nothing.
+    mean = sum(p[0] * n for p, n in zip(parts, sizes) if n) / max(sum(sizes), 1)
     return mean, joined(1), joined(2)
 
 
@@ -310,6 +311,7 @@ class Trainer:
 
     def run(self) -> History:
         """Train; returns the History. Everything up to training is checked first."""
+        self._check_same_run_on_every_rank()
         if self.checkpoint_config is not None:
             self._open_checkpoints()
         for callback in self.callbacks:
@@ -361,13 +363,26 @@ class Trainer:
             progress.close()
         for callback in self.callbacks:
             callback.on_train_end(self)
-        if self.plot_path is not None and len(self.history):
+        if self.plot_path is not None and len(self.history) and dist.get_rank() == 0:
             try:
                 plot_history(self.history, self.plot_path)
             except Exception as error:  # the run is done: a failed plot must not lose it
                 warnings.warn(f"fit: could not write the plot {self.plot_path}: {error}",
                               RuntimeWarning, stacklevel=4)
         return self.history
+
+    def _check_same_run_on_every_rank(self) -> None:
+        """In a data-parallel job, raise ``DistributedError`` on every rank unless all ranks
+        were given the same model, optimizer, scheduler, data and length of training."""
+        if dist.get_world_size() == 1:
+            return
+        from ..distributed.agreement import check_same_on_all_ranks
+        given = self.signature_given()
+        settings = dict(given["structure"], **given["hyperparameters"])
+        settings.update({"fit/steps": self.total_steps, "fit/batches_per_epoch":
+                         self.batches_per_epoch, "data/seed": getattr(self.reader, "seed", None),
+                         "data/shuffle": getattr(self.reader, "shuffle", None)})
+        check_same_on_all_ranks("fit", settings)
 
     def _last_metrics(self) -> dict:
         return {name: values[-1] for name, values in self.history.metrics.items()

@@ -255,3 +255,22 @@ def test_checker_accepts_a_correct_rule_and_rejects_a_wrong_one():
 
     with pytest.raises(AssertionError, match="gradient of input 0"):
         check_gradients(lambda a: WrongExp.apply(a), rng.standard_normal(4))
+
+
+def test_gradient_ready_hooks_see_each_leaf_once_with_its_final_gradient():
+    from minidl.autograd.engine import (register_backward_finished_hook,
+                                        register_gradient_ready_hook)
+    w = md.tensor([1.0, 2.0], requires_grad=True)
+    b = md.tensor([0.5, 0.5], requires_grad=True)
+    events = []
+    ready = register_gradient_ready_hook(
+        lambda leaf: events.append(("ready", leaf is w, leaf.grad.numpy().tolist())))
+    finished = register_backward_finished_hook(lambda: events.append(("finished",)))
+    try:
+        h = w * w + b      # w is used twice: its gradient is final only after both uses
+        (h * w).sum().backward()
+    finally:
+        ready.remove()
+        finished.remove()
+    # d/dw (w^3 + b w) = 3 w^2 + b; d/db = w. b's use is nearer the output: it is ready first.
+    assert events == [("ready", False, [1.0, 2.0]), ("ready", True, [3.5, 12.5]), ("finished",)]

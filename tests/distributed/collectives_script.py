@@ -5,6 +5,13 @@ Usage: mpiexec -n N python collectives_script.py MODE
   straggler -- rank 1 never reaches a barrier: the others must raise DistributedError
   mismatch  -- rank 1 builds a different model: wrapping it in DDP must fail on every rank
   restore DIRECTORY -- restoring fails on rank 1 only: every rank must learn it at once
+  dead      -- rank 2 exits at once: the others must name it dead, long before the timeout
+  skip      -- rank 2 skips a barrier for an all_reduce: every rank names each one's collective
+  busy      -- rank 2 computes past the 1 s timeout: the roll call names it as not answering
+  slow      -- rank 2 is late by seconds, well inside the default timeout: no error
+  failed-backward -- backward raises after DDP started averaging some buckets: the next
+               training forward must refuse, on every rank
+The failure modes print "<rank R: MESSAGE>" for the DistributedError each rank raised.
 """
 
 import sys
@@ -75,10 +82,80 @@ def restore_fails_on_one_rank(rank, world):
         print(f"rank {rank} refused: {exc}", flush=True)
 
 
+def reported(function):
+    def run(rank, world):
+        try:
+            function(rank, world)
+        except dist.DistributedError as exc:
+            # Ranks print at once into one pipe: markers keep the messages apart.
+            print(f"\n<rank {rank}: {exc}>", flush=True)
+            # The first rank to exit aborts the job (its group is broken): give the others
+            # the time to report too.
+            time.sleep(1)
+    return run
+
+
+@reported
+def dead(rank, world):
+    dist.barrier()
+    if rank == 2:
+        import os
+        os._exit(3)
+    dist.barrier()
+
+
+@reported
+def skip(rank, world):
+    if rank == 2:
+        dist.all_reduce(np.zeros(3))
+    else:
+        dist.barrier()
+
+
+@reported
+def busy(rank, world):
+    if rank == 2:
+        time.sleep(10)
+    dist.barrier()
+
+
+def slow(rank, world):
+    if rank == 2:
+        time.sleep(2)  # several liveness looks of the others, which must find it alive
+    dist.barrier()
+    print(f"rank {rank} ok", flush=True)
+
+
+@reported
+def failed_backward(rank, world):
+    from minidl.autograd.engine import register_gradient_ready_hook
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)), bucket_cap_mb=0)
+
+    def explode(leaf):  # runs after DDP's own hook: fail once a bucket's average has started
+        if model._averager.started:
+            raise RuntimeError("exploded")
+
+    hook = register_gradient_ready_hook(explode)
+    x = md.tensor(np.ones((2, 3), np.float32))
+    try:
+        model(x).sum().backward()
+    except RuntimeError as exc:
+        assert str(exc) == "exploded"
+    hook.remove()
+    model(x)
+
+
 if __name__ == "__main__":
     dist.init_process_group(timeout=120)
     modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
-             "restore": restore_fails_on_one_rank}
-    if sys.argv[1] == "straggler":
+             "restore": restore_fails_on_one_rank, "dead": dead, "skip": skip, "busy": busy,
+             "slow": slow, "failed-backward": failed_backward}
+    if sys.argv[1] in ("straggler", "skip"):
         dist.init_process_group(timeout=3)
+    elif sys.argv[1] == "busy":
+        dist.init_process_group(timeout=1)
+    elif sys.argv[1] in ("dead", "slow"):
+        # The default: what a user gets without choosing a timeout.
+        dist.init_process_group(timeout=dist.process_group.DEFAULT_TIMEOUT_SECONDS)
     modes[sys.argv[1]](dist.get_rank(), dist.get_world_size())

@@ -2,10 +2,11 @@
 
 Usage: [mpiexec -n N] python ddp_train_script.py OUTPUT.npz [--dir DIRECTORY] [--steps S]
        [--global-batch G] [--save-every K] [--dropout P] [--batchnorm] [--zero]
-       [--accumulate M] [--ballast-mb MB] [--stop-after S]
+       [--accumulate M] [--ballast-mb MB] [--stop-after S] [--bucket-mb MB] [--no-overlap]
 
 Every step reads the global batch of G samples (G / N per rank), so runs at different world
-sizes train on the same sample sequence. With ``--dir`` it checkpoints every K steps through
+sizes train on the same sample sequence. ``--bucket-mb`` sets DDP's bucket size (0: one per
+parameter); ``--no-overlap`` averages the buckets after backward instead of during it. With ``--dir`` it checkpoints every K steps through
 a CheckpointManager and resumes from the newest checkpoint there. ``--accumulate M`` splits
 each rank's batch into M micro-batches, the first M-1 under ``no_sync()``. At the end rank 0
 writes the final state, the sample ids each step consumed, and every rank's next random
@@ -51,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--ballast-mb", type=float, default=0.0)
     parser.add_argument("--stop-after", type=int, default=None)
+    parser.add_argument("--bucket-mb", type=float, default=25.0)
+    parser.add_argument("--no-overlap", action="store_true")
     args = parser.parse_args(argv)
 
     dist.init_process_group(timeout=60)
@@ -67,7 +70,8 @@ def main(argv=None):
     if args.batchnorm:
         layers.append(nn.BatchNorm1d(16, dtype="float64"))
     layers += [nn.Tanh(), nn.Dropout(args.dropout), nn.Linear(16, 4, dtype="float64")]
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers))
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=args.bucket_mb,
+                                                overlap=not args.no_overlap)
     if args.zero:
         opt = optim.ZeroRedundancyOptimizer(model.parameters(), optim.Adam, lr=0.05)
     else:

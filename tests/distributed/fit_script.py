@@ -1,7 +1,8 @@
 """``md.fit`` under mpiexec: the unchanged high-level loop on a data-parallel model.
 
 Usage: [mpiexec -n N] python fit_script.py OUTPUT_PREFIX [--dir DIRECTORY]
-Every rank writes OUTPUT_PREFIX-rankR.npz with its history; rank 0 alone shows progress.
+Every rank writes OUTPUT_PREFIX-rankR.npz with its history; rank 0 alone shows progress and
+writes the callbacks' files (OUTPUT_PREFIX-best.mdl, OUTPUT_PREFIX.csv) and the plot.
 """
 
 import sys
@@ -11,7 +12,7 @@ import numpy as np
 import minidl as md
 import minidl.distributed as dist
 from minidl import nn, optim
-from minidl.training import ModelCheckpoint
+from minidl.training import CSVLogger, LearningRateScheduler, ModelCheckpoint
 
 
 def main(argv):
@@ -25,12 +26,15 @@ def main(argv):
     y = data.integers(0, 3, 48)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(6, 8, dtype="float64"), nn.Tanh(), nn.Linear(8, 3, dtype="float64")))
-    callbacks = [ModelCheckpoint(f"{output}-best.mdl", save_best_only=True)]
+    callbacks = [ModelCheckpoint(f"{output}-best.mdl", save_best_only=True),
+                 CSVLogger(f"{output}.csv"),
+                 LearningRateScheduler(lambda epoch, lr: 0.1, verbose=True)]
     checkpoint = md.CheckpointConfig(directory, save_every_steps=5) if directory else None
     # The arrays as they are: fit gives each rank its block of every global batch of 12.
     history = md.fit(model, nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.1), (x, y),
                      batch_size=12 // world, shuffle=True, seed=2, epochs=3, metrics=["accuracy"],
-                     validation_data=(x, y), checkpoint=checkpoint, callbacks=callbacks)
+                     validation_data=(x, y), checkpoint=checkpoint, callbacks=callbacks,
+                     plot_path=f"{output}.png")
     np.savez(f"{output}-rank{rank}.npz", loss=np.array(history.metrics["loss"]),
              accuracy=np.array(history.metrics["accuracy"]),
              val_loss=np.array(history.metrics["val_loss"]),

@@ -27,10 +27,16 @@ def test_fit_on_two_ranks_logs_once_and_matches_one_process(tmp_path):
         assert ranks[0][name].tobytes() == ranks[1][name].tobytes()
         np.testing.assert_allclose(ranks[0][name], one[name], rtol=0, atol=1e-9)
     np.testing.assert_allclose(ranks[0]["weight"], one["weight"], rtol=0, atol=1e-9)
-    # One progress report per epoch in both runs: rank 1 printed nothing.
+    # One progress report and one callback message per epoch in both runs: rank 1 printed
+    # nothing, and wrote nothing either (one CSV row per epoch, as one process writes).
     count = lambda text: sum("epoch 3" in line for line in text.splitlines())  # noqa: E731
-    assert count(single.stderr + single.stdout) == 1
-    assert count(double.stderr + double.stdout) == 1
+    assert count(single.stderr + single.stdout) == 2
+    assert count(double.stderr + double.stdout) == 2
+    with open(tmp_path / "one.csv") as one_csv, open(tmp_path / "two.csv") as two_csv:
+        rows = two_csv.read().splitlines()
+        assert len(rows) == 1 + 3 and len(one_csv.read().splitlines()) == 1 + 3
+    assert rows[0].split(",")[0] == "epoch" and [r.split(",")[0] for r in rows[1:]] == ["0", "1", "2"]
+    assert (tmp_path / "two.png").stat().st_size > 0
     assert os.listdir(tmp_path / "ckpt")  # rank 0 wrote the checkpoints
     # ModelCheckpoint saved the model inside the DDP wrapper, loadable by a single process.
     best = md.load_model(str(tmp_path / "two-best.mdl"))

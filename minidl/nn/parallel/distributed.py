@@ -1,4 +1,4 @@
-"""``DistributedDataParallel``: one model replica per process, gradients averaged after backward.
+"""``DistributedDataParallel``: one model replica per process, gradients averaged during backward.
 
 Data parallelism in three promises, kept here:
 
@@ -11,14 +11,27 @@ Data parallelism in three promises, kept here:
    is exactly the gradient of the mean loss over the global batch of N*B samples, so N ranks
    step like one process with the N-times larger batch (up to float rounding), and since every
    rank applies the same update to the same weights, the replicas stay identical.
-3. **Fixed order.** Gradients travel in *buckets*: flat buffers of up to ``bucket_cap_mb``
-   megabytes filled with parameters in reverse registration order (roughly the order backward
-   produces them). One all-reduce per bucket instead of one per parameter pays MPI's latency a
-   few times instead of hundreds. The layout depends only on the model, never on timing, so
-   the same job reduces the same bytes in the same order every run: reproducible.
+3. **Fixed order.** Gradients travel in *buckets* of up to ``bucket_cap_mb`` megabytes, laid
+   out from the model alone and reduced in a fixed order, each bucket's all-reduce started as
+   soon as backward has produced its gradients (``overlap=True``) or all of them after
+   backward (``overlap=False``); the averages are complete when ``backward()`` returns either
+   way (:mod:`.buckets`).
+
+**Uneven batches.** The last batch of an epoch rarely splits evenly: a reader gives some ranks
+one sample more, and with fewer samples than ranks some none. Averaging the ranks' gradients
+equally would then weight samples unequally, so each rank's gradient is weighted by its share
+of a full batch, n_r / B, as its data-parallel reader recorded it
+(:mod:`minidl.distributed.batch_samples`): the result is ``sum_r n_r g_r / sum_r n_r``, the mean
+over the samples of the global batch, as one process computes it. This assumes the loss is
+the mean over the rank's batch (the usual case); a rank with an empty batch contributes
+nothing (its NaN mean is not read). Full batches all weigh 1.0, i.e. the plain average, bit
+for bit. ``weight_by_samples=False`` restores the plain average (a loss that is a sum, or
+batches that do not come from a minidl reader); without a reader's record every rank weighs
+1.0 as well.
 
 A parameter that got no gradient on some rank counts as zero there; one that got none on any
-rank keeps ``grad = None`` (a presence flag per parameter travels at the end of its bucket).
+rank keeps ``grad = None`` (a presence flag per parameter travels at the end of its bucket,
+followed by the rank's weight).
 
 Buffers (BatchNorm's running statistics) are computed locally, as in PyTorch; with
 ``broadcast_buffers=True`` (PyTorch's default) rank 0's buffers are copied to every rank at the
@@ -38,62 +51,12 @@ import numpy as np
 from minidl import distributed as dist
 from minidl.autograd import engine
 from minidl.autograd.grad_mode import is_grad_enabled
-from minidl.autograd.tensor import Tensor
+from minidl.distributed.agreement import check_same_on_all_ranks
+from minidl.distributed.batch_samples import latest_batch
 from minidl.nn.module import Module
+from minidl.nn.parallel.buckets import GradientAverager, _buckets
 
 DEFAULT_BUCKET_CAP_MB = 25.0
-
-
-class _Bucket:
-    """Parameters whose gradients share one flat buffer (one dtype), plus a presence flag each."""
-
-    def __init__(self, params: list, dtype: np.dtype):
-        self.params = params
-        self.dtype = dtype
-        self.sizes = [p.numel() for p in params]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        total = int(self.offsets[-1])
-        # Flags after the values: one all-reduce also says how many ranks had each gradient.
-        self.buffer = np.zeros(total + len(params), dtype)
-
-    def pack(self) -> None:
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
-        for i, param in enumerate(self.params):
-            part = values[self.offsets[i]:self.offsets[i + 1]]
-            if param.grad is None:
-                part[...] = 0
-                flags[i] = 0
-            else:
-                grad = param.grad.numpy() if isinstance(param.grad, Tensor) else param.grad
-                part[...] = np.ravel(grad)
-                flags[i] = 1
-
-    def unpack(self, world_size: int) -> None:
-        values, flags = self.buffer[:self.offsets[-1]], self.buffer[self.offsets[-1]:]
-        values /= world_size
-        for i, param in enumerate(self.params):
-            if flags[i] == 0:
-                param.grad = None
-                continue
-            grad = values[self.offsets[i]:self.offsets[i + 1]].reshape(param.shape).copy()
-            param.grad = Tensor._wrap(param.backend.from_numpy(grad) if param.device != "cpu"
-                                      else grad, param.device)
-
-
-def _buckets(params: list, cap_bytes: float) -> list[_Bucket]:
-    """Group ``params`` (already in reduction order) into buckets of at most ``cap_bytes``
-    of one dtype each; a parameter larger than the cap gets a bucket of its own."""
-    buckets, current, current_bytes = [], [], 0
-    for param in params:
-        nbytes = param.numel() * param.dtype.itemsize
-        if current and (current_bytes + nbytes > cap_bytes or param.dtype != current[0].dtype):
-            buckets.append(_Bucket(current, current[0].dtype))
-            current, current_bytes = [], 0
-        current.append(param)
-        current_bytes += nbytes
-    if current:
-        buckets.append(_Bucket(current, current[0].dtype))
-    return buckets
 
 
 class DistributedDataParallel(Module):
@@ -101,12 +64,16 @@ class DistributedDataParallel(Module):
 
     Call it as the module itself; its ``state_dict`` names start with ``module.`` as in
     PyTorch. ``bucket_cap_mb`` sets the gradient bucket size (0: one bucket per parameter).
+    ``weight_by_samples`` (default True) weights each rank's gradient by the samples its
+    reader gave it this step, so uneven last batches average like one process (see above).
+    ``overlap`` (default True) starts each bucket's all-reduce during backward.
     Needs ``minidl.distributed.init_process_group()`` first when launched under mpiexec; in a
     group of one it is a transparent wrapper.
     """
 
     def __init__(self, module: Module, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 broadcast_buffers: bool = True):
+                 broadcast_buffers: bool = True, weight_by_samples: bool = True,
+                 overlap: bool = True):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a Module, got {type(module).__name__}")
@@ -116,8 +83,13 @@ class DistributedDataParallel(Module):
         self.module = module
         self.bucket_cap_mb = float(bucket_cap_mb)
         self.broadcast_buffers = bool(broadcast_buffers)
+        self.weight_by_samples = bool(weight_by_samples)
+        self.overlap = bool(overlap)
         self.world_size = dist.get_world_size()
         self._check_same_model()
+        check_same_on_all_ranks("DistributedDataParallel", {
+            "bucket_cap_mb": self.bucket_cap_mb, "broadcast_buffers": self.broadcast_buffers,
+            "weight_by_samples": self.weight_by_samples, "overlap": self.overlap})
         self._broadcast_state(include_parameters=True)
         trainable = [p for p in module.parameters() if p.requires_grad]
         for param in trainable:
@@ -125,11 +97,21 @@ class DistributedDataParallel(Module):
                 raise TypeError(f"DistributedDataParallel: parameters must be float32 or float64 "
                                 f"to be reduced, got {param.dtype}")
         self._buckets = _buckets(list(reversed(trainable)), self.bucket_cap_mb * (1 << 20))
+        self._averager = GradientAverager(self._buckets)
         self._sync = True
         self._pending = False
+        self._overlapping = False  # whether the backward under way starts buckets as it goes
+        # The reader's batches taken since the last averaging: the newest one's serial, and
+        # the samples they held against the samples of as many full batches.
+        self._batch_serial = latest_batch()[0]
+        self._samples = self._full_samples = 0
         this = weakref.ref(self)  # the hook must not keep a discarded model alive
         self._hook = engine.register_backward_finished_hook(
             lambda: this() is not None and this()._after_backward())
+        self._ready_hook = None
+        if self.overlap and self.world_size > 1:
+            self._ready_hook = engine.register_gradient_ready_hook(
+                lambda leaf: this() is not None and this()._gradient_ready(leaf))
 
     # -- wrap time -------------------------------------------------------------------------------
 
@@ -171,10 +153,34 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         if self.training and is_grad_enabled():
+            if self._overlapping:
+                # Buckets were started, and the other ranks' matching all-reduces with them:
+                # no later collective could be matched correctly.
+                raise dist.DistributedError(
+                    "DistributedDataParallel: the previous backward failed while its gradients "
+                    "were being averaged; the ranks can no longer agree (restart the job)")
             if self.broadcast_buffers:
                 self._broadcast_state(include_parameters=False)
             self._pending = self._sync
+            self._take_batch_samples()
         return self.module(*args, **kwargs)
+
+    def _take_batch_samples(self) -> None:
+        """Count the batch the reader handed out last, once (micro-batches of one batch run
+        several forwards)."""
+        serial, samples, full_samples = latest_batch()
+        if serial != self._batch_serial:
+            self._batch_serial = serial
+            self._samples += samples
+            self._full_samples += full_samples
+
+    def sample_weight(self) -> float:
+        """This rank's weight in the next gradient averaging: the samples of the batches read
+        since the last one over the samples of as many full batches (1.0 without a
+        data-parallel reader's record, or with ``weight_by_samples=False``)."""
+        if not self.weight_by_samples or self._full_samples == 0:
+            return 1.0
+        return self._samples / self._full_samples
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -186,31 +192,45 @@ class DistributedDataParallel(Module):
         finally:
             self._sync = before
 
+    def _gradient_ready(self, leaf) -> None:
+        if not self._pending:
+            return
+        if not self._overlapping:  # the first gradient of this backward
+            self._overlapping = True
+            self._averager.begin(self._take_sample_weight())
+        self._averager.gradient_ready(leaf)
+
     def _after_backward(self) -> None:
         if not self._pending:
             return
         self._pending = False
-        self.reduce_gradients()
+        if self._overlapping:
+            self._overlapping = False
+            self._averager.finish()
+        else:
+            self.reduce_gradients()
+
+    def _take_sample_weight(self) -> float:
+        weight = self.sample_weight()
+        self._samples = self._full_samples = 0
+        return weight
 
     def reduce_gradients(self) -> None:
         """Average every parameter's gradient over the ranks, bucket by bucket, in place.
 
         Called automatically after backward; call it by hand only after computing gradients
-        some other way.
+        some other way. Each rank's gradient weighs :meth:`sample_weight`.
         """
-        if self.world_size == 1:
-            return
-        for bucket in self._buckets:
-            bucket.pack()
-        dist.all_reduce_coalesced([bucket.buffer for bucket in self._buckets])
-        for bucket in self._buckets:
-            bucket.unpack(self.world_size)
+        weight = self._take_sample_weight()
+        if self.world_size > 1:
+            self._averager.average_now(weight)
 
     def extra_repr(self) -> str:
         return (f"world_size={self.world_size}, buckets={len(self._buckets)}, "
                 f"bucket_cap_mb={self.bucket_cap_mb:g}")
 
     def __del__(self):
-        hook = self.__dict__.get("_hook")
-        if hook is not None:
-            hook.remove()
+        for name in ("_hook", "_ready_hook"):
+            hook = self.__dict__.get(name)
+            if hook is not None:
+                hook.remove()
