@@ -37,7 +37,7 @@ def _topological_order(roots, boundary=frozenset()) -> list:
         visited.add(id(tensor))
         stack.append((tensor, True))
         node = tensor._node
-        if node is not None and id(tensor) not in boundary:
+        if node is not None and (not boundary or id(tensor) not in boundary):
             for parent in node.parents:
                 if id(parent) not in visited:
                     stack.append((parent, False))
@@ -217,7 +217,7 @@ def _walk(roots, seeds, retain_graph: bool, create_graph: bool, store, keep=None
             store(tensor, tensor_grad)
         if hooks is not None and hooks.retains_grad and not (stored and keep is store):
             keep(tensor, tensor_grad)
-        if node is not None and id(tensor) not in boundary and (
+        if node is not None and (not boundary or id(tensor) not in boundary) and (
                 needed is None or id(tensor) in needed):
             _send_to_inputs(node.backend, node, tensor, tensor_grad, pending, create_graph,
                             needed)
