@@ -161,7 +161,13 @@ class _BackwardRecord:
             self.fire([])  # nothing upstream needs a gradient: called with grad_input of Nones
 
     def fire(self, input_grads: list) -> list:
-        """Call the hooks with (grad_input, grad_output); returns the grads to pass on."""
+        """Call the hooks with (grad_input, grad_output); returns the grads to pass on.
+
+        A gradient that reaches the inputs without having passed through an output (the second
+        pass of a double backward walks the recorded first one, which joins the inputs
+        directly) is not this module's backward: the hooks are skipped, as in PyTorch."""
+        if self.output_count and not self.outputs_seen:
+            return input_grads
         grad_input = [None] * self.input_count
         for position, grad in zip(self.input_positions, input_grads):
             grad_input[position] = grad

@@ -161,3 +161,35 @@ def test_onnx_export_runs_forward_hooks_into_the_graph(tmp_path):
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     (result,) = session.run(None, {session.get_inputs()[0].name: example})
     np.testing.assert_allclose(result, model(md.tensor(example)).numpy(), rtol=1e-6)
+
+
+def test_backward_hook_with_create_graph_sees_recorded_gradients_like_torch():
+    # (The first pass hands the hook recorded gradients; the second, plain ones.)
+    values = np.array([[0.5, -1.0], [2.0, 0.25]])
+    results = []
+    for lib, module in ((md, nn.Tanh()), (torch, torch.nn.Tanh())):
+        x = (md.tensor if lib is md else torch.tensor)(values, requires_grad=True)
+        seen = []
+        module.register_full_backward_hook(
+            lambda m, gi, go, seen=seen: seen.append(gi[0].requires_grad))
+        (g,) = lib.autograd.grad((module(x) ** 3).sum(), x, create_graph=True)
+        (h,) = lib.autograd.grad((g * g).sum(), x)
+        results.append((seen, g.detach().numpy(), h.numpy()))
+    (seen_m, g_m, h_m), (seen_t, g_t, h_t) = results
+    # Called in both passes, as in torch: the second walks the module's output again.
+    assert seen_m == seen_t == [True, False]
+    np.testing.assert_allclose(g_m, g_t, rtol=1e-12)
+    np.testing.assert_allclose(h_m, h_t, rtol=1e-12)
+
+
+def test_backward_hook_is_skipped_when_the_gradient_bypasses_the_output_like_torch():
+    values = np.array([0.5, -1.0])
+    counts = []
+    for lib, module in ((md, nn.Tanh()), (torch, torch.nn.Tanh())):
+        x = (md.tensor if lib is md else torch.tensor)(values, requires_grad=True)
+        calls = []
+        module.register_full_backward_hook(lambda m, gi, go, calls=calls: calls.append(1))
+        (g,) = lib.autograd.grad(module(x).sum(), x, create_graph=True)  # 1 - tanh²: no output
+        lib.autograd.grad(g.sum(), x)  # reaches the input through tanh, not the output node
+        counts.append(len(calls))
+    assert counts == [1, 1]

@@ -21,6 +21,10 @@ def _both(expression):
     return (lambda *xs: expression(md, F, *xs)), (lambda *xs: expression(torch, TF, *xs))
 
 
+def n_of(x):
+    return x.shape[2]
+
+
 def _positive(lib, x):
     return x * x + 0.5
 
@@ -68,11 +72,23 @@ CASES = {
                         a, lib.sigmoid(b), pos_weight=lib.tensor([1.0, 2.0, 0.5],
                                                                  dtype=lib.float64)),
                     lambda n: [(n, 3), (n, 3)]),
+    "cross_entropy_weighted_and_soft": (
+        lambda lib, f, a, b: f.cross_entropy(a, lib.tensor([2, 0, 1][:a.shape[0]]),
+                                             lib.tensor([0.5, 2.0, 1.0], dtype=lib.float64),
+                                             label_smoothing=0.2) +
+        f.cross_entropy(a, f.softmax(b, dim=1)), lambda n: [(n, 3), (n, 3)]),
+    "cross_entropy_spatial_ignored": (
+        lambda lib, f, a: f.cross_entropy(a, lib.tensor([[1, -100], [0, 2]][:a.shape[0]]),
+                                          reduction="none") ** 2, lambda n: [(min(n, 2), 3, 2)]),
     "layer_norm": (lambda lib, f, x, w, b: f.layer_norm(x, (3,), w, b) ** 3,
                    lambda n: [(n, 3), (3,), (3,)]),
     "batch_norm_group_norm": (lambda lib, f, x, w, b: f.batch_norm(
         x, None, None, w, b, training=True) ** 3 + f.group_norm(x, 1) ** 2,
         lambda n: [(n + 1, 2, 2), (2,), (2,)]),
+    "instance_norm_eval_batch_norm": (
+        lambda lib, f, x, w, b: f.instance_norm(x, weight=w, bias=b) ** 3 + f.batch_norm(
+            x, lib.tensor([0.1, -0.2], dtype=lib.float64), lib.tensor([1.5, 0.5], dtype=lib.float64),
+            w, b, training=False) ** 3, lambda n: [(n, 2, 3), (2,), (2,)]),
     "conv2d": (lambda lib, f, x, w, b: f.conv2d(x, w, b, stride=2, padding=1) ** 2,
                lambda n: [(1, 2, n + 2, 3), (2, 2, 2, 2), (2,)]),
     "conv2d_groups_dilation": (lambda lib, f, x, w: lib.tanh(f.conv2d(x, w, groups=2,
@@ -84,6 +100,9 @@ CASES = {
                lambda n: [(1, 2, n + 2), (2, 2, 3)]),
     "pools": (lambda lib, f, x: f.max_pool2d(x, 2) ** 3 + f.avg_pool2d(x, 2) ** 2 +
               f.adaptive_avg_pool2d(x, 1) ** 2, lambda n: [(1, 2, 2 * n, 2)]),
+    "resample": (lambda lib, f, x: f.interpolate(x, scale_factor=2, mode="bilinear") ** 2 +
+                 f.interpolate(x, size=(2 * n_of(x), 4)) * 0.5 + f.adaptive_max_pool2d(
+                     x, 1) ** 3, lambda n: [(1, 2, n, 2)]),
     "attention": (lambda lib, f, q, k, v: f.scaled_dot_product_attention(q, k, v, is_causal=True),
                   lambda n: [(1, n + 1, 2), (1, n + 1, 2), (1, n + 1, 2)]),
     "embedding": (lambda lib, f, w: f.embedding(lib.tensor([0, 2, 0]), w) ** 3,
@@ -152,6 +171,28 @@ def test_recurrent_layers_second_derivatives_match_torch():
         for name, p in ours.named_parameters():
             np.testing.assert_allclose(p.grad.numpy(), dict(theirs.named_parameters())[name].grad,
                                        rtol=1e-7, atol=1e-10, err_msg=f"{mode} {name}")
+
+
+def test_transformer_encoder_layer_second_derivatives_match_torch():
+    md.manual_seed(0)
+    theirs = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0,
+                                              batch_first=True).double()
+    ours = md.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0,
+                                         batch_first=True).double()
+    ours.load_state_dict({k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()})
+    x = distinct(5, (1, 3, 4))
+    xm, xt = md.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (gm,) = md.autograd.grad((ours(xm) ** 2).sum(), xm, create_graph=True)
+    # torch's fused CPU attention kernel has no double backward; its plain-math one does.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        (gt,) = torch.autograd.grad((theirs(xt) ** 2).sum(), xt, create_graph=True)
+        (gt * gt).sum().backward()
+    (gm * gm).sum().backward()
+    np.testing.assert_allclose(xm.grad.numpy(), xt.grad.numpy(), rtol=1e-7, atol=1e-10)
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), dict(theirs.named_parameters())[name].grad,
+                                   rtol=1e-7, atol=1e-10, err_msg=name)
 
 
 def test_third_derivative_of_gelu_and_tanh_matches_torch():
