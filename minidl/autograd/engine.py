@@ -249,13 +249,16 @@ def _run_hooks(hooks, tensor, tensor_grad, create_graph: bool):
 
     if create_graph:
         return hooks.apply(tensor, tensor_grad)
+    given = Tensor._wrap(tensor_grad, tensor.device)
     with no_grad():
-        replaced = hooks.apply(tensor, Tensor._wrap(tensor_grad, tensor.device))
+        replaced = hooks.apply(tensor, given)
+    if replaced is given:
+        return tensor_grad
+    # A replacement may still be held by the hook's owner (appended to a list, say): the pass
+    # continues with a copy, so that .grad never shares memory with it.
     array = replaced.data if isinstance(replaced, Tensor) else \
         tensor.backend.from_numpy(np.asarray(replaced))
-    if array.dtype != tensor_grad.dtype:
-        array = tensor.backend.astype(array, tensor_grad.dtype)
-    return array
+    return tensor.backend.copy(tensor.backend.astype(array, tensor_grad.dtype))
 
 
 def _add(backend, a, b, create_graph: bool):

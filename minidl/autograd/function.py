@@ -190,16 +190,18 @@ class Function:
 
 
 def constant_slope(node, grad):
-    """The recorded gradient of a pointwise op whose derivative is piecewise constant (relu,
-    leaky relu, clamp, hardsigmoid, a max): ``grad`` times that derivative, taken as a constant.
+    """The recorded gradient of an elementwise op whose derivative is piecewise constant (relu,
+    leaky relu, abs, clamp, maximum): ``grad`` times that derivative, taken as a constant.
 
-    The derivative is what the op's own first-order rule sends back for a gradient of ones, so
-    this form follows that rule (its tie and NaN conventions included). The second derivative
-    is 0 wherever it is defined, and the gradient stays differentiable in ``grad``.
+    The derivative is what the op's own first-order rule sends back for a gradient of ones (one
+    array per input), so this form follows that rule, its tie and NaN conventions included. The
+    second derivative is 0 wherever it is defined, and the gradient stays differentiable in
+    ``grad``.
     """
     from .tensor import Tensor
 
-    slope = node.backward(node.backend.ones(grad.shape, grad.dtype))
-    if isinstance(slope, tuple):
-        slope = slope[0]
-    return grad * Tensor._wrap(slope, grad.device)
+    slopes = node.backward(node.backend.ones(grad.shape, grad.dtype))
+    if not isinstance(slopes, tuple):
+        return grad * Tensor._wrap(slopes, grad.device)
+    return tuple(None if slope is None else grad * Tensor._wrap(slope, grad.device)
+                 for slope in slopes)

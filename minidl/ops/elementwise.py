@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, constant_slope
 from ..autograd.tensor import Tensor
 from ._util import binary_operands, require_float, result_dtype
 
@@ -239,8 +239,7 @@ class ReluFunction(Function):
         return self.backend.relu_backward(grad, self.a)
 
     def differentiable_backward(self, grad, output):
-        # The mask is piecewise constant: d²relu/dx² = 0 wherever it is defined.
-        return grad * _mask(self.parents[0] > 0, grad)
+        return constant_slope(self, grad)
 
 
 class GeluFunction(Function):
@@ -264,8 +263,7 @@ class AbsFunction(Function):
         return self.backend.mul(grad, self.backend.sign(self.a))
 
     def differentiable_backward(self, grad, output):
-        a = self.parents[0].detach()
-        return grad * (_mask(a > 0, grad) - _mask(a < 0, grad))
+        return constant_slope(self, grad)
 
 
 class MaximumFunction(Function):
@@ -278,8 +276,7 @@ class MaximumFunction(Function):
         return _route_by_comparison(self.backend, grad, self.a, self.b)
 
     def differentiable_backward(self, grad, output):
-        a, b = self.parents
-        return _route_by_comparison_recorded(grad, a.detach(), b.detach())
+        return constant_slope(self, grad)
 
 
 class MinimumFunction(Function):
@@ -291,8 +288,7 @@ class MinimumFunction(Function):
         return _route_by_comparison(self.backend, grad, self.b, self.a)
 
     def differentiable_backward(self, grad, output):
-        a, b = self.parents
-        return _route_by_comparison_recorded(grad, b.detach(), a.detach())
+        return constant_slope(self, grad)
 
 
 def _route_by_comparison(be, grad, winner_if_greater, other):
@@ -300,18 +296,6 @@ def _route_by_comparison(be, grad, winner_if_greater, other):
     tie = be.mul(be.astype(be.equal(winner_if_greater, other), grad.dtype), grad.dtype.type(0.5))
     to_first = be.mul(grad, be.add(greater, tie))
     return to_first, be.sub(grad, to_first)
-
-
-def _route_by_comparison_recorded(grad, winner_if_greater, other):
-    """:func:`_route_by_comparison` on Tensors, recorded (the masks are constants)."""
-    share = _mask(winner_if_greater > other, grad) + _mask(winner_if_greater == other, grad) * 0.5
-    to_first = grad * share
-    return to_first, grad - to_first
-
-
-def _mask(condition: Tensor, like: Tensor) -> Tensor:
-    """A bool tensor as 0/1 in ``like``'s dtype: a constant factor of a recorded gradient."""
-    return Tensor._wrap(like.backend.astype(condition.data, like.dtype), like.device)
 
 
 def _constant_zeros(like: Tensor) -> Tensor:
@@ -369,7 +353,7 @@ class ClampFunction(Function):
         return self.backend.where(self.inside, grad, grad.dtype.type(0))
 
     def differentiable_backward(self, grad, output):
-        return grad * _mask(Tensor._wrap(self.inside, grad.device), grad)
+        return constant_slope(self, grad)
 
 
 class CompareFunction(Function):
