@@ -173,6 +173,24 @@ def test_recurrent_layers_second_derivatives_match_torch():
                                        rtol=1e-7, atol=1e-10, err_msg=f"{mode} {name}")
 
 
+def test_recurrent_cells_second_derivatives_match_torch():
+    x, h = distinct(6, (2, 3), (2, 2))
+    for mode in ("LSTMCell", "GRUCell", "RNNCell"):
+        md.manual_seed(0)
+        ours, theirs = getattr(md.nn, mode)(3, 2).double(), getattr(torch.nn, mode)(3, 2).double()
+        theirs.load_state_dict({k: torch.tensor(v.copy()) for k, v in ours.state_dict().items()})
+        grads = []
+        for lib, cell in ((md, ours), (torch, theirs)):
+            xs, hs = lib.tensor(x, requires_grad=True), lib.tensor(h, requires_grad=True)
+            out = cell(xs, (hs, hs * 0.5) if mode == "LSTMCell" else hs)
+            out = out[0] * out[1] if mode == "LSTMCell" else out
+            gx, gh = lib.autograd.grad((out ** 2).sum(), [xs, hs], create_graph=True)
+            grads.append(lib.autograd.grad((gx * gx).sum() + (gh ** 3).sum(), [xs, hs]))
+        for ours_grad, their_grad in zip(*grads):
+            np.testing.assert_allclose(ours_grad.numpy(), their_grad.numpy(), rtol=1e-7,
+                                       atol=1e-10, err_msg=mode)
+
+
 def test_transformer_encoder_layer_second_derivatives_match_torch():
     md.manual_seed(0)
     theirs = torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0,
@@ -193,6 +211,19 @@ def test_transformer_encoder_layer_second_derivatives_match_torch():
     for name, p in ours.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), dict(theirs.named_parameters())[name].grad,
                                    rtol=1e-7, atol=1e-10, err_msg=name)
+
+
+def test_api_snippet_for_higher_order_gradients_runs():
+    x = md.tensor(np.linspace(-1, 1, 5, dtype=np.float32), requires_grad=True)
+    y = (x ** 3).sum()
+    (g,) = md.autograd.grad(y, x, create_graph=True)      # 3x², itself differentiable
+    (h,) = md.autograd.grad(g.sum(), x)                   # 6x
+    y.backward(create_graph=False, retain_graph=False, inputs=None)
+    np.testing.assert_allclose(h.numpy(), 6 * x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), g.detach().numpy())
+    _, hv = md.autograd.functional.hvp(lambda a: (a ** 3).sum(), x, md.ones_like(x))
+    np.testing.assert_allclose(hv.numpy(), 6 * x.numpy(), rtol=1e-6)
+    assert md.autograd.functional.jacobian(lambda a: a * 2, x).shape == (5, 5)
 
 
 def test_third_derivative_of_gelu_and_tanh_matches_torch():
