@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .hooks import RemovableHandle, add_hook
+
 
 def _topological_order(roots, boundary=frozenset()) -> list:
     """Tensors reachable from ``roots`` through recorded nodes, each after all its inputs.
@@ -392,18 +394,6 @@ def _send_to_inputs(backend, node, output, grad, pending: dict, create_graph: bo
 _backward_finished_hooks: dict[int, object] = {}
 
 
-class HookHandle:
-    """Returned by :func:`register_backward_finished_hook`; ``remove()`` unregisters."""
-
-    def __init__(self, key: int):
-        self.key = key
-
-    def remove(self) -> None:
-        _backward_finished_hooks.pop(self.key, None)
-
-
-def register_backward_finished_hook(hook) -> HookHandle:
+def register_backward_finished_hook(hook) -> RemovableHandle:
     """Run ``hook()`` at the end of every ``backward``; returns a handle to remove it."""
-    key = max(_backward_finished_hooks, default=-1) + 1
-    _backward_finished_hooks[key] = hook
-    return HookHandle(key)
+    return add_hook(_backward_finished_hooks, hook, "register_backward_finished_hook")

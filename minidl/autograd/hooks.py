@@ -34,10 +34,11 @@ class RemovableHandle:
         return False
 
 
-def add_hook(table: dict, hook) -> RemovableHandle:
-    """Put ``hook`` into ``table`` (hooks run in registration order) and return its handle."""
+def add_hook(table: dict, hook, what: str = "register_hook") -> RemovableHandle:
+    """Put ``hook`` into ``table`` (hooks run in registration order) and return its handle;
+    ``what`` names the registering call in the error for a hook that is not callable."""
     if not callable(hook):
-        raise TypeError(f"register_hook: expected a callable, got {type(hook).__name__}")
+        raise TypeError(f"{what}: expected a callable, got {type(hook).__name__}")
     handle = RemovableHandle(table)
     table[handle.key] = hook
     return handle

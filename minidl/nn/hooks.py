@@ -31,20 +31,20 @@ from ..autograd.tensor import Tensor
 class ModuleHooks:
     """The hooks of one module, in registration order (``prepend`` puts one first)."""
 
-    __slots__ = ("forward_pre", "forward", "backward", "with_kwargs")
+    __slots__ = ("forward_pre", "forward", "full_backward", "with_kwargs")
 
     def __init__(self):
         self.forward_pre: dict = {}
         self.forward: dict = {}
-        self.backward: dict = {}
+        self.full_backward: dict = {}
         self.with_kwargs: set = set()  # keys of hooks that take (and return) kwargs
 
     def __bool__(self) -> bool:
-        return bool(self.forward_pre or self.forward or self.backward)
+        return bool(self.forward_pre or self.forward or self.full_backward)
 
     def add(self, table_name: str, hook, prepend: bool, with_kwargs: bool):
         table = getattr(self, table_name)
-        handle = add_hook(table, hook)
+        handle = add_hook(table, hook, f"register_{table_name}_hook")
         if prepend:
             table_items = list(table.items())
             table.clear()
@@ -57,7 +57,7 @@ class ModuleHooks:
     def describe(self) -> str:
         kinds = [name for name, table in (("forward pre-hooks", self.forward_pre),
                                           ("forward hooks", self.forward),
-                                          ("backward hooks", self.backward)) if table]
+                                          ("backward hooks", self.full_backward)) if table]
         return ", ".join(kinds)
 
 
@@ -76,7 +76,7 @@ def call_with_hooks(module, hooks: ModuleHooks, args: tuple, kwargs: dict, run):
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
     record = None
-    if hooks.backward and is_grad_enabled():
+    if hooks.full_backward and is_grad_enabled():
         record = _BackwardRecord(module, hooks)
         args = record.wrap_inputs(args)
     output = run(args, kwargs)
@@ -174,7 +174,7 @@ class _BackwardRecord:
         grad_output = tuple(self.output_grads)
         self.output_grads = [None] * len(self.output_grads)
         self.outputs_seen = 0
-        for hook in list(self.hooks.backward.values()):
+        for hook in list(self.hooks.full_backward.values()):
             result = hook(self.module, tuple(grad_input), grad_output)
             if result is None:
                 continue

@@ -160,7 +160,7 @@ class Module:
         this module's tensor arguments have been computed (tuples, None where there is none);
         a returned tuple replaces ``grad_input``. Returns a handle whose ``remove()``
         unregisters it."""
-        return self._hook_table().add("backward", hook, prepend, False)
+        return self._hook_table().add("full_backward", hook, prepend, False)
 
     def _hook_table(self) -> ModuleHooks:
         if self.__dict__.get("_hooks") is None:

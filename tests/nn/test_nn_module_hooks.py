@@ -58,6 +58,10 @@ def test_pre_hook_and_forward_hook_can_replace_arguments_and_output():
                                     with_kwargs=True)
     model(md.tensor(np.ones((1, 2), np.float32)))
     assert order == ["a", "b", ("kw", {})]
+    with pytest.raises(TypeError, match="register_forward_hook: expected a callable"):
+        model.register_forward_hook("not a function")
+    with pytest.raises(TypeError, match="register_full_backward_hook: expected a callable"):
+        model.register_full_backward_hook(None)
 
 
 def test_full_backward_hook_matches_torch_and_can_replace_grad_input():
