@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import minidl as md
 from ops_helpers import FEW, distinct  # noqa: I001  (puts the autograd helpers on the path)
@@ -122,6 +122,15 @@ def test_second_derivatives_match_finite_differences(name):
     check_second_derivatives(ours, *_data(name, 2, seed=1), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+@settings(FEW, max_examples=10)
+@given(n=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
+def test_second_derivatives_match_finite_differences_at_drawn_sizes(name, n, seed):
+    ours, _ = _both(CASES[name][0])
+    check_second_derivatives(ours, *_data(name, n, seed), rtol=1e-5, atol=1e-6, seed=seed)
+
+
 def _second_derivatives(lib_grad, tensors, out, weights, directions):
     grads = lib_grad(out, tensors, weights, create_graph=True, allow_unused=True)
     total = sum((g * d).sum() for g, d in zip(grads, directions) if g is not None)
@@ -131,7 +140,7 @@ def _second_derivatives(lib_grad, tensors, out, weights, directions):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@FEW
+@settings(FEW, max_examples=2)  # per op; the finite-difference test above covers each op too
 @given(n=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
 def test_second_derivatives_match_torch(name, n, seed):
     ours, theirs = _both(CASES[name][0])
