@@ -250,7 +250,11 @@ def _run_hooks(hooks, tensor, tensor_grad, create_graph: bool):
     from .tensor import Tensor
 
     if create_graph:
-        return hooks.apply(tensor, tensor_grad)
+        replaced = hooks.apply(tensor, tensor_grad)
+        if not isinstance(replaced, Tensor):  # host data: a constant from here on
+            replaced = Tensor(np.asarray(replaced), dtype=tensor_grad.dtype, device=tensor.device)
+        return replaced if replaced.dtype == tensor_grad.dtype else \
+            replaced.to(dtype=tensor_grad.dtype)
     given = Tensor._wrap(tensor_grad, tensor.device)
     with no_grad():
         replaced = hooks.apply(tensor, given)

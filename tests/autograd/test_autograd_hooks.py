@@ -85,3 +85,13 @@ def test_hooks_with_create_graph_are_recorded():
     (h,) = md.autograd.grad(g.sum(), x)
     np.testing.assert_allclose(g.numpy(), 3 * np.array([0.5, 2.0]) ** 3, rtol=1e-12)
     np.testing.assert_allclose(h.numpy(), 9 * np.array([0.5, 2.0]) ** 2, rtol=1e-12)
+
+
+def test_a_hook_may_return_host_data_on_either_pass():
+    for create_graph in (False, True):
+        x = md.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        y = x * 3
+        y.register_hook(lambda g: np.array([1.0, -1.0]))
+        (g,) = md.autograd.grad(y.sum(), x, create_graph=create_graph)
+        np.testing.assert_allclose(g.numpy(), [3.0, -3.0])
+        assert g.dtype == np.float64
