@@ -35,3 +35,12 @@ def _penalty_gradients(device):
 def test_gradient_penalty_of_a_cnn_matches_the_cpu():
     for on_device, on_cpu in zip(_penalty_gradients("cuda"), _penalty_gradients("cpu")):
         np.testing.assert_allclose(on_device, on_cpu, rtol=1e-4, atol=1e-6)
+
+
+def test_second_derivative_through_a_device_transfer():
+    x = md.tensor(np.array([0.5, -1.0, 2.0], np.float32), requires_grad=True)  # on the CPU
+    y = (x.to("cuda") ** 3).sum()
+    (g,) = md.autograd.grad(y, x, create_graph=True)  # 3x², back on the CPU
+    (h,) = md.autograd.grad(g.sum(), x)
+    assert g.device == "cpu" and h.device == "cpu"
+    np.testing.assert_allclose(h.numpy(), 6 * x.numpy(), rtol=1e-6)
