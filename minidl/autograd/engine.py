@@ -107,7 +107,8 @@ def backward(root, grad=None, retain_graph: bool | None = None, create_graph: bo
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
-         create_graph: bool = False, allow_unused: bool = False) -> tuple:
+         create_graph: bool = False, allow_unused: bool | None = None,
+         materialize_grads: bool = False) -> tuple:
     """The gradients of ``outputs`` with respect to ``inputs``, returned rather than accumulated
     (PyTorch's ``torch.autograd.grad``): Σ_k grad_outputs[k] · d outputs[k] / d inputs[i] for
     each input, as a tuple. No ``.grad`` is touched.
@@ -117,8 +118,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     ``create_graph=True`` the returned gradients carry a recorded graph of their own, so they can
     be differentiated again (a gradient penalty, a Hessian-vector product); ``retain_graph``
     (by default ``create_graph``) keeps the graph of ``outputs`` usable for another pass. An input
-    that ``outputs`` do not depend on is an error unless ``allow_unused=True``, which gives None.
+    that ``outputs`` do not depend on is an error unless ``allow_unused=True``, which gives None,
+    or ``materialize_grads=True``, which gives zeros.
     """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("grad: materialize_grads=True gives zeros for unused inputs; it cannot "
+                         "be combined with allow_unused=False")
+    allow_unused = bool(allow_unused) or materialize_grads
     outputs = _tensor_list("grad", "outputs", outputs)
     inputs = _tensor_list("grad", "inputs", inputs)
     if not outputs or not inputs:
@@ -157,7 +163,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
                 raise RuntimeError(f"grad: input {position} (shape {tensor.shape}) was not used "
                                    f"to compute the outputs; pass allow_unused=True to get "
                                    f"None for it")
-            results.append(None)
+            results.append(_zeros_like(tensor) if materialize_grads else None)
         elif create_graph:
             results.append(value)
         else:
@@ -270,6 +276,11 @@ def _run_hooks(hooks, tensor, tensor_grad, create_graph: bool):
 def _add(backend, a, b, create_graph: bool):
     """The sum of two gradients: recorded Tensors with ``create_graph``, else backend arrays."""
     return a + b if create_graph else backend.add(a, b)
+
+
+def _zeros_like(tensor):
+    from .tensor import Tensor
+    return Tensor._wrap(tensor.backend.zeros(tensor.shape, tensor.dtype), tensor.device)
 
 
 def _is_tensor(value) -> bool:

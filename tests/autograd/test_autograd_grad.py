@@ -63,6 +63,16 @@ def test_allow_unused_gives_none_and_its_absence_an_error():
     assert gu is None and gx.item() == 2.0
 
 
+def test_materialize_grads_gives_zeros_for_unused_inputs_as_torch():
+    x = md.tensor([1.0], requires_grad=True)
+    unused = md.tensor([[1.0, 2.0]], requires_grad=True)
+    gx, gu = md.autograd.grad((x * 2).sum(), [x, unused], materialize_grads=True)
+    np.testing.assert_allclose(gu.numpy(), np.zeros((1, 2)))
+    assert gu.dtype == unused.dtype and gx.item() == 2.0
+    with pytest.raises(ValueError, match="materialize_grads=True .* allow_unused=False"):
+        md.autograd.grad((x * 2).sum(), [x, unused], allow_unused=False, materialize_grads=True)
+
+
 def test_grad_refuses_inputs_without_requires_grad_and_bad_grad_outputs():
     x = md.tensor([1.0, 2.0], requires_grad=True)
     constant = md.tensor([1.0, 2.0])
