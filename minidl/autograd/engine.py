@@ -378,7 +378,7 @@ def _send_to_inputs(backend, node, output, grad, pending: dict, create_graph: bo
         raise RuntimeError(
             "backward: trying to backward through the graph a second time; its saved "
             "arrays were freed by the first backward. Pass retain_graph=True the first time.")
-    node.check_saved_versions()  # an input changed in place since the forward: the rule is wrong
+    node.check_saved_versions(create_graph)  # an input edited in place since: the rule is wrong
     if create_graph:
         from .grad_mode import enable_grad
         with enable_grad():

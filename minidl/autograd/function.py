@@ -171,9 +171,19 @@ class Function:
             saved.append((out._version_cell, out._version_cell[0], None))
         return tuple(saved)
 
-    def check_saved_versions(self) -> None:
-        """Raise if a tensor this node saved was edited in place since (PyTorch's error)."""
-        for cell, version, position in self.saved_versions:
+    def check_saved_versions(self, recorded: bool = False) -> None:
+        """Raise if a tensor this node saved was edited in place since (PyTorch's error).
+
+        ``recorded``: for the differentiable form, which may also read inputs that ``backward``
+        did not keep (:class:`ReadsInputsWhenRecorded`). Such an input is checked only while it
+        is still the node's input: an edit recorded in place hands the node a copy of the old
+        value (autograd/inplace.py), which is what the form then reads.
+        """
+        versions = self.saved_versions
+        if recorded:
+            versions += tuple(entry for entry in getattr(self, "input_versions", ())
+                              if self.parents[entry[2]]._version_cell is entry[0])
+        for cell, version, position in versions:
             if cell[0] != version:
                 what = "output" if position is None else f"input {position}"
                 raise RuntimeError(
@@ -187,6 +197,18 @@ class Function:
         self.__dict__.clear()
         self.parents = ()
         self.released = True
+
+
+class ReadsInputsWhenRecorded:
+    """Mixin for ops whose differentiable form reads inputs their ``backward`` did not keep
+    (a convolution's backward keeps the im2col columns, its recorded form reads x): their input
+    versions are noted when the node is recorded, so that the recorded pass refuses an input
+    edited in place since, rather than differentiate the new values."""
+
+    def _versions_of_saved(self, inputs, out) -> tuple:
+        self.input_versions = tuple((t._version_cell, t._version_cell[0], i)
+                                    for i, t in enumerate(inputs))
+        return super()._versions_of_saved(inputs, out)
 
 
 def constant_slope(node, grad):

@@ -8,7 +8,7 @@ activation would record several graph nodes and keep each intermediate alive unt
 
 from __future__ import annotations
 
-from ..autograd.function import Function, constant_slope
+from ..autograd.function import Function, ReadsInputsWhenRecorded, constant_slope
 from ..autograd.tensor import Tensor
 from ._util import require_float
 
@@ -55,7 +55,7 @@ class EluFunction(Function):
         return where(_bool(self.positive, grad), grad, grad * (output + self.alpha))
 
 
-class SoftplusFunction(Function):
+class SoftplusFunction(ReadsInputsWhenRecorded, Function):
     # y = log(1 + e^(βx)) / β, and y = x where βx > threshold (the two agree there to float
     # precision);  dy/dx = σ(βx), or 1 above the threshold.
     def forward(self, a, beta, threshold):

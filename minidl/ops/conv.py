@@ -10,7 +10,7 @@ pixels it was copied from.
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ..backend.geometry import conv_output_size
 from ._util import check_bias_and_dtype
@@ -25,7 +25,7 @@ from .sizes import int_pair
 _PER_IMAGE_MIN_PIXELS = 100
 
 
-class Conv2dFunction(Function):
+class Conv2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
         n = x.shape[0]

@@ -12,7 +12,7 @@ Output size per axis: (in - 1)·stride - 2·padding + dilation·(kernel - 1) + o
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ._util import check_bias_and_dtype
 from .linalg import matmul
@@ -24,7 +24,7 @@ def transposed_output_size(size, kernel, stride, padding, dilation, output_paddi
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
-class ConvTranspose2dFunction(Function):
+class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         be = self.backend
         n, in_channels, h, w = x.shape

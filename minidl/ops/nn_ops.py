@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
 from ._util import broadcast_shape, normalize_axis, require_float
@@ -74,7 +74,7 @@ def _reduce_loss(op: str, losses: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-class SoftmaxCrossEntropyFunction(Function):
+class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
     """Fused log-softmax + negative log-likelihood over logits (N, C) and class indices (N,).
 
     Fusing them gives the famous one-line gradient: dL/dlogits = softmax(logits) - onehot(target)
@@ -384,7 +384,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
 
 # -- normalisation ---------------------------------------------------------------------------------
 
-class LayerNormFunction(Function):
+class LayerNormFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight=None, bias=None, *, normalized_size, eps):
         be = self.backend
         self.shape = x.shape
@@ -434,7 +434,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     return LayerNormFunction.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
 
 
-class BatchNormFunction(Function):
+class BatchNormFunction(ReadsInputsWhenRecorded, Function):
     """Normalise each channel (axis 1) over the batch and spatial axes.
 
     With x̂ = (x - μ)·r, r = 1/sqrt(σ² + eps) and m values per channel, the input gradient is

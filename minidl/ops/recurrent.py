@@ -16,7 +16,7 @@ appended as row T (a node has one output); the layer splits them.
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 
 
 def _input_gates(be, x, w_ih, b_ih, b_hh):
@@ -42,7 +42,7 @@ def _order(steps: int, reverse: bool):
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
 
-class _RecurrenceFunction(Function):
+class _RecurrenceFunction(ReadsInputsWhenRecorded, Function):
     """What the three cells share: inputs (x, h0[, c0], w_ih, w_hh[, b_ih, b_hh]) and the
     bias and gradient bookkeeping."""
 

@@ -297,3 +297,34 @@ def test_an_op_without_a_differentiable_form_is_named_in_the_error():
     np.testing.assert_allclose(g.numpy(), [3.0, 12.0])
     with pytest.raises(RuntimeError, match="CubeFunction: double backward \\(create_graph=True"):
         md.autograd.grad(y, x, create_graph=True)
+
+
+def test_an_input_edited_in_place_unrecorded_is_refused_by_the_recorded_pass():
+    # conv2d's first-order rule keeps the im2col columns, its recorded form reads x itself:
+    # an edit of x the graph did not see must not change the second derivative silently.
+    x = md.tensor(distinct(7, (1, 1, 3, 3)))
+    w = md.tensor(distinct(8, (1, 1, 2, 2)), requires_grad=True)
+    y = (md.nn.functional.conv2d(x, w) ** 2).sum()
+    with md.no_grad():
+        x.mul_(2.0)
+    (g,) = md.autograd.grad(y, w, retain_graph=True)  # first order: the kept columns, fine
+    assert g.shape == (1, 1, 2, 2)
+    with pytest.raises(RuntimeError, match="input 0 of Conv2dFunction is at version 1"):
+        md.autograd.grad(y, w, create_graph=True)
+
+
+def test_an_input_edited_in_place_while_recording_keeps_its_old_value_for_the_recorded_pass():
+    # A recorded edit hands the conv node a copy of the old x (autograd/inplace.py): the
+    # recorded pass reads that copy, and the second derivative is the unedited one.
+    values = distinct(9, (1, 1, 3, 3))
+    results = []
+    for edit in (False, True):
+        w = md.tensor(distinct(8, (1, 1, 2, 2)), requires_grad=True)
+        x = md.tensor(values) * w.sum()  # a non-leaf input
+        y = (md.nn.functional.conv2d(x, w) ** 2).sum()
+        if edit:
+            x.add_(1.0)
+        (g,) = md.autograd.grad(y, w, create_graph=True)
+        (h,) = md.autograd.grad((g ** 2).sum(), w)
+        results.append(h.numpy())
+    np.testing.assert_array_equal(results[0], results[1])
