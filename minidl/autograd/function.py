@@ -9,6 +9,20 @@ never read as the ``nn`` layer built on it), and defines
 * ``backward(self, grad) -> tuple``: given dLoss/dOutput, return dLoss/dInput for each input
   (``None`` where an input needs no gradient).
 
+For gradients of gradients (``create_graph=True``) an op also gives its rule in a differentiable
+form, used only then (the first-order pass never calls it), in one of two ways:
+
+* ``differentiable_backward(self, grad, output) -> tuple``: the same formula as ``backward``,
+  written with minidl's differentiable ops on Tensors — ``grad`` and ``output`` are Tensors and the
+  inputs are ``self.parents`` — so that running it while recording puts the backward pass itself
+  on the tape;
+* or ``composed(self, *inputs) -> Tensor``: the forward rewritten with differentiable ops (for a
+  fused kernel such as layer norm, whose gradient formula is long); its gradient, recorded, is the
+  op's differentiable backward.
+
+An op with neither refuses ``create_graph`` with an error naming it, rather than return a second
+derivative that silently treats its first derivative as a constant.
+
 ``Function.apply`` runs ``forward`` on the inputs' backend and, when any input requires a
 gradient and the op is ``differentiable``, links the output to this node so that :func:`minidl.autograd.engine.backward` can walk
 the graph in reverse. Backward rules may return gradients in the *broadcast* shape; the engine
@@ -69,6 +83,29 @@ class Function:
 
     def backward(self, grad):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # The forward written with differentiable ops, for ops that give their create_graph rule
+    # that way (see the module docstring); None for the others.
+    composed = None
+
+    def differentiable_backward(self, grad, output):
+        """``backward`` on Tensors, recorded (``create_graph=True``): by default the recorded
+        gradient of :attr:`composed`, or an error naming the op when it has neither form."""
+        if self.composed is None:
+            raise RuntimeError(
+                f"{self.name}: double backward (create_graph=True) is not implemented for this "
+                f"op, so its gradient cannot be differentiated again; compute the first "
+                f"gradient without create_graph, or write this step with other ops")
+        from .engine import local_gradients
+
+        # Each input position gets its own variable: x * x must yield ∂/∂a and ∂/∂b separately
+        # (the engine adds them), not their sum twice. A repeated input is aliased by a clone,
+        # through which the recorded gradient still reaches it.
+        inputs, seen = [], set()
+        for tensor in self.parents:
+            inputs.append(tensor.clone() if id(tensor) in seen else tensor)
+            seen.add(id(tensor))
+        return local_gradients(self.composed(*inputs), inputs, grad)
 
     @property
     def name(self) -> str:
@@ -134,9 +171,19 @@ class Function:
             saved.append((out._version_cell, out._version_cell[0], None))
         return tuple(saved)
 
-    def check_saved_versions(self) -> None:
-        """Raise if a tensor this node saved was edited in place since (PyTorch's error)."""
-        for cell, version, position in self.saved_versions:
+    def check_saved_versions(self, recorded: bool = False) -> None:
+        """Raise if a tensor this node saved was edited in place since (PyTorch's error).
+
+        ``recorded``: for the differentiable form, which may also read inputs that ``backward``
+        did not keep (:class:`ReadsInputsWhenRecorded`). Such an input is checked only while it
+        is still the node's input: an edit recorded in place hands the node a copy of the old
+        value (autograd/inplace.py), which is what the form then reads.
+        """
+        versions = self.saved_versions
+        if recorded:
+            versions += tuple(entry for entry in getattr(self, "input_versions", ())
+                              if self.parents[entry[2]]._version_cell is entry[0])
+        for cell, version, position in versions:
             if cell[0] != version:
                 what = "output" if position is None else f"input {position}"
                 raise RuntimeError(
@@ -150,3 +197,33 @@ class Function:
         self.__dict__.clear()
         self.parents = ()
         self.released = True
+
+
+class ReadsInputsWhenRecorded:
+    """Mixin for ops whose differentiable form reads inputs their ``backward`` did not keep
+    (a convolution's backward keeps the im2col columns, its recorded form reads x): their input
+    versions are noted when the node is recorded, so that the recorded pass refuses an input
+    edited in place since, rather than differentiate the new values."""
+
+    def _versions_of_saved(self, inputs, out) -> tuple:
+        self.input_versions = tuple((t._version_cell, t._version_cell[0], i)
+                                    for i, t in enumerate(inputs))
+        return super()._versions_of_saved(inputs, out)
+
+
+def constant_slope(node, grad):
+    """The recorded gradient of an elementwise op whose derivative is piecewise constant (relu,
+    leaky relu, abs, clamp, maximum): ``grad`` times that derivative, taken as a constant.
+
+    The derivative is what the op's own first-order rule sends back for a gradient of ones (one
+    array per input), so this form follows that rule, its tie and NaN conventions included. The
+    second derivative is 0 wherever it is defined, and the gradient stays differentiable in
+    ``grad``.
+    """
+    from .tensor import Tensor
+
+    slopes = node.backward(node.backend.ones(grad.shape, grad.dtype))
+    if not isinstance(slopes, tuple):
+        return grad * Tensor._wrap(slopes, grad.device)
+    return tuple(None if slope is None else grad * Tensor._wrap(slope, grad.device)
+                 for slope in slopes)

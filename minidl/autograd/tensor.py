@@ -16,6 +16,7 @@ import numpy as np
 
 from ..backend import canonical_device, get_backend
 from . import engine
+from .hooks import GradientHooks, add_hook
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -40,7 +41,8 @@ class Tensor:
     # tensors that view it; _view_version: for a view recorded in a graph, the count when it was
     # taken; _consumers: weak references to the recorded nodes that read this tensor (see
     # autograd/inplace.py for all three).
-    __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_retains_grad",
+    # _grad_hooks: None, or the tensor's hooks and retain_grad flag (autograd/hooks.py).
+    __slots__ = ("data", "device", "requires_grad", "grad", "_node", "_grad_hooks",
                  "_version_cell", "_view_version", "_consumers", "__weakref__")
     # NumPy defers binary operators to us (np_array * tensor -> Tensor.__rmul__).
     __array_priority__ = 1000
@@ -63,7 +65,7 @@ class Tensor:
         self.data = get_backend(self.device).from_numpy(array)
         self.grad = None
         self._node = None
-        self._retains_grad = False
+        self._grad_hooks = None
         self._version_cell = [0]
         self._view_version = None
         self._consumers = None
@@ -84,7 +86,7 @@ class Tensor:
         self.requires_grad = requires_grad
         self.grad = None
         self._node = None
-        self._retains_grad = False
+        self._grad_hooks = None
         self._version_cell = [0]
         self._view_version = None
         self._consumers = None
@@ -251,12 +253,47 @@ class Tensor:
         return self
 
     def retain_grad(self) -> None:
-        """Also keep ``.grad`` for this non-leaf tensor after backward."""
-        self._retains_grad = True
+        """Also keep ``.grad`` for this non-leaf tensor after backward (a no-op on a leaf, which
+        keeps it anyway). It is filled after the tensor's hooks ran, with their result."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: the tensor does not require grad, so no gradient "
+                               "will reach it")
+        if self._node is not None:
+            self._hooks_table().retains_grad = True
 
-    def backward(self, grad=None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires a gradient."""
-        engine.backward(self, grad, retain_graph=retain_graph)
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+        return self._grad_hooks is not None and self._grad_hooks.retains_grad
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` with this tensor's gradient during every backward pass, before
+        the gradient is used; a returned tensor replaces it (None keeps it). Returns a handle
+        whose ``remove()`` unregisters the hook. Hooks are not state: ``state_dict`` and
+        checkpoints do not see them."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that does not "
+                               "require grad")
+        return add_hook(self._hooks_table().hooks, hook)
+
+    def _hooks_table(self):
+        if self._grad_hooks is None:
+            self._grad_hooks = GradientHooks()
+        return self._grad_hooks
+
+    def backward(self, gradient=None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs=None, *, grad=None) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires a gradient
+        (of the tensors in ``inputs`` only, when given).
+
+        ``gradient`` (alias ``grad``) weights a non-scalar output. ``create_graph=True``
+        records the pass, so ``.grad`` can itself be differentiated; ``retain_graph`` (by
+        default ``create_graph``) keeps the graph for another pass. PyTorch's semantics.
+        """
+        if grad is not None and gradient is not None:
+            raise TypeError("backward: give gradient or its alias grad, not both")
+        engine.backward(self, gradient if gradient is not None else grad,
+                        retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def _accumulate_grad(self, grad, exclusive: bool = False) -> None:
         """Add ``grad`` into ``.grad``; ``exclusive`` means no one else holds that array."""

@@ -145,7 +145,8 @@ def compile_model(model, example_input) -> CompiledModel:
     The model must be in evaluation mode (``model.eval()``), since training-mode layers (batch
     statistics, dropout) cannot be frozen into a plan, and its forward must not draw random
     numbers or edit tensors in place. Parameters and buffers are copied: later changes to the
-    model do not reach the compiled plan.
+    model do not reach the compiled plan. A model with hooks is refused (a plan would not call
+    them).
     """
     from ..nn.module import Module
     if isinstance(model, Module):
@@ -154,6 +155,13 @@ def compile_model(model, example_input) -> CompiledModel:
         if training:
             raise ValueError(f"compile: the model is in training mode ({', '.join(training[:3])}"
                              f"{' ...' if len(training) > 3 else ''}); call model.eval() first")
+        hooked = model._hooks_in_tree()
+        if hooked:
+            # A plan replays the traced ops; a hook's Python (collecting features, printing,
+            # changing an output) would run once, at tracing, and then never again.
+            raise ValueError(f"compile: the model has hooks ({'; '.join(hooked)}), which a "
+                             f"compiled plan would not call; remove them (handle.remove()) "
+                             f"before compiling, or run the model uncompiled")
     elif not callable(model):
         raise TypeError(f"compile: model must be a Module or a callable, got "
                         f"{type(model).__name__}")

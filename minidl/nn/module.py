@@ -15,8 +15,10 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ..autograd import tracing
+from ..autograd.hooks import RemovableHandle
 from ..autograd.inplace import overwrite_data
 from ..autograd.tensor import Tensor
+from .hooks import ModuleHooks, call_with_hooks
 from .parameter import Parameter
 
 
@@ -116,6 +118,10 @@ class Module:
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
+    # None, or this module's hooks (nn/hooks.py): a class default, so a module without hooks
+    # pays one attribute read per call, and modules built without __init__ still have it.
+    _hooks = None
+
     def __call__(self, *args, **kwargs):
         # A NumPy array given where a Tensor belongs is taken as md.tensor would take it
         # (dtype kept), so ``model(x)`` works on the arrays a data set holds.
@@ -123,10 +129,54 @@ class Module:
                 or any(isinstance(v, np.ndarray) for v in kwargs.values()):
             args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
             kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        if self._hooks:
+            return call_with_hooks(self, self._hooks, args, kwargs, self._call_forward)
+        # The same two lines as _call_forward, inline: a module call without hooks costs what
+        # it did before hooks existed (one attribute test, no extra call).
         if tracing.active is not None:
             return tracing.active.on_module(self, args, kwargs,
                                             lambda: self.forward(*args, **kwargs))
         return self.forward(*args, **kwargs)
+
+    def _call_forward(self, args: tuple, kwargs: dict):
+        if tracing.active is not None:
+            return tracing.active.on_module(self, args, kwargs,
+                                            lambda: self.forward(*args, **kwargs))
+        return self.forward(*args, **kwargs)
+
+    # -- hooks (not state: state_dict and checkpoints never see them) ----------------------------
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` before every forward; a returned value replaces the
+        positional arguments (a tuple, or a single argument). With ``with_kwargs``,
+        ``hook(module, args, kwargs)`` may return ``(args, kwargs)``. Returns a handle whose
+        ``remove()`` unregisters it; ``prepend`` runs it before the hooks already there."""
+        return self._hook_table().add("forward_pre", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False,
+                              with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every forward (``hook(module, args, kwargs,
+        output)`` with ``with_kwargs``); a returned value replaces the output. Collecting
+        features is the common use. Returns a handle whose ``remove()`` unregisters it."""
+        return self._hook_table().add("forward", hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients with respect to
+        this module's tensor arguments have been computed (tuples, None where there is none);
+        a returned tuple replaces ``grad_input``. Returns a handle whose ``remove()``
+        unregisters it."""
+        return self._hook_table().add("full_backward", hook, prepend, False)
+
+    def _hook_table(self) -> ModuleHooks:
+        if self.__dict__.get("_hooks") is None:
+            object.__setattr__(self, "_hooks", ModuleHooks())
+        return self._hooks
+
+    def _hooks_in_tree(self) -> list[str]:
+        """"name: kinds of hooks" for this module and its descendants that have hooks."""
+        return [f"{name or type(module).__name__}: {module._hooks.describe()}"
+                for name, module in self.named_modules() if module._hooks]
 
     # -- traversal -------------------------------------------------------------------------------
 

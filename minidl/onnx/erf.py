@@ -12,6 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ..ops.elementwise import exp
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _erf_elementwise = np.frompyfunc(math.erf, 1, 1)  # math.erf applied to every element
@@ -30,6 +31,10 @@ class ErfFunction(Function):
         be = self.backend
         slope = be.mul(be.exp(be.neg(be.mul(self.a, self.a))), self.a.dtype.type(_TWO_OVER_SQRT_PI))
         return be.mul(grad, slope)
+
+    def differentiable_backward(self, grad, output):
+        a = self.parents[0]
+        return grad * (exp(-(a * a)) * _TWO_OVER_SQRT_PI)
 
 
 def erf(a: Tensor) -> Tensor:

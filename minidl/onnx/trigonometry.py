@@ -12,6 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ..ops.elementwise import sqrt
 
 # name -> (value, derivative), both of a NumPy array.
 _FUNCTIONS = {
@@ -45,6 +46,29 @@ class HostUnaryFunction(Function):
         with np.errstate(all="ignore"):
             slope = be.from_numpy(derivative(be.to_numpy(self.a)).astype(self.a.dtype))
         return be.mul(grad, slope)
+
+    def differentiable_backward(self, grad, output):
+        return grad * _RECORDED_DERIVATIVES[self.function_name](self.parents[0])
+
+
+def _host(name):
+    return lambda a: HostUnaryFunction.apply(a, name=name)
+
+
+# name -> f'(a) written with differentiable ops (for gradients of gradients).
+_RECORDED_DERIVATIVES = {
+    "Sin": _host("Cos"),
+    "Cos": lambda a: -_host("Sin")(a),
+    "Tan": lambda a: 1.0 + _host("Tan")(a) ** 2,
+    "Asin": lambda a: 1.0 / sqrt(1.0 - a * a),
+    "Acos": lambda a: -1.0 / sqrt(1.0 - a * a),
+    "Atan": lambda a: 1.0 / (1.0 + a * a),
+    "Sinh": _host("Cosh"),
+    "Cosh": _host("Sinh"),
+    "Asinh": lambda a: 1.0 / sqrt(a * a + 1.0),
+    "Acosh": lambda a: 1.0 / sqrt(a * a - 1.0),
+    "Atanh": lambda a: 1.0 / (1.0 - a * a),
+}
 
 
 def _function(name):

@@ -8,9 +8,14 @@ activation would record several graph nodes and keep each intermediate alive unt
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded, constant_slope
 from ..autograd.tensor import Tensor
 from ._util import require_float
+
+
+def _bool(mask, like: Tensor) -> Tensor:
+    """A saved bool mask as a Tensor (a constant in a recorded gradient)."""
+    return Tensor._wrap(mask, like.device)
 
 
 def _softplus(be, z):
@@ -29,6 +34,9 @@ class LeakyReluFunction(Function):
         be = self.backend
         return be.where(self.positive, grad, be.mul(grad, self.slope))
 
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
+
 
 class EluFunction(Function):
     # y = x for x > 0, α(eˣ - 1) otherwise;  dy/dx = 1 or αeˣ = y + α.
@@ -42,19 +50,28 @@ class EluFunction(Function):
         be = self.backend
         return be.where(self.positive, grad, be.mul(grad, be.add(self.out, self.alpha)))
 
+    def differentiable_backward(self, grad, output):
+        from .shape import where
+        return where(_bool(self.positive, grad), grad, grad * (output + self.alpha))
 
-class SoftplusFunction(Function):
+
+class SoftplusFunction(ReadsInputsWhenRecorded, Function):
     # y = log(1 + e^(βx)) / β, and y = x where βx > threshold (the two agree there to float
     # precision);  dy/dx = σ(βx), or 1 above the threshold.
     def forward(self, a, beta, threshold):
         be = self.backend
         z = be.mul(a, beta)
-        self.linear, self.z = be.greater(z, threshold), z
+        self.linear, self.z, self.beta = be.greater(z, threshold), z, beta
         return be.where(self.linear, a, be.div(_softplus(be, z), beta))
 
     def backward(self, grad):
         be = self.backend
         return be.where(self.linear, grad, be.mul(grad, be.sigmoid(self.z)))
+
+    def differentiable_backward(self, grad, output):
+        from .elementwise import sigmoid
+        from .shape import where
+        return where(_bool(self.linear, grad), grad, grad * sigmoid(self.parents[0] * self.beta))
 
 
 class SiluFunction(Function):
@@ -68,6 +85,12 @@ class SiluFunction(Function):
         be = self.backend
         local = be.mul(self.s, be.add(be.mul(self.a, be.sub(1.0, self.s)), 1.0))
         return be.mul(grad, local)
+
+    def differentiable_backward(self, grad, output):
+        from .elementwise import sigmoid
+        a = self.parents[0]
+        s = sigmoid(a)
+        return grad * (s * (a * (1 - s) + 1))
 
 
 class MishFunction(Function):
@@ -84,9 +107,17 @@ class MishFunction(Function):
         local = be.add(self.t, be.mul(be.mul(self.a, be.sigmoid(self.a)), sech2))
         return be.mul(grad, local)
 
+    def differentiable_backward(self, grad, output):
+        from .elementwise import sigmoid, tanh
+        a = self.parents[0]
+        t = tanh(softplus(a))
+        return grad * (t + a * sigmoid(a) * (1 - t * t))
+
 
 class HardsigmoidFunction(Function):
     # y = clip(x/6 + 1/2, 0, 1);  dy/dx = 1/6 strictly inside (-3, 3), 0 outside.
+    # No differentiable form on purpose: PyTorch defines no double backward for hardsigmoid,
+    # so create_graph through it raises, as there.
     def forward(self, a):
         be = self.backend
         self.inside = be.logical_and(be.greater(a, -3.0), be.less(a, 3.0))
@@ -111,6 +142,12 @@ class HardswishFunction(Function):
         upper = be.where(be.less(self.a, 3.0), middle, grad)
         return be.where(be.less_equal(self.a, -3.0), grad.dtype.type(0), upper)
 
+    def differentiable_backward(self, grad, output):
+        from .shape import where
+        a = self.parents[0]
+        upper = where(a.detach() < 3.0, grad * (a / 3.0 + 0.5), grad)
+        return where(a.detach() <= -3.0, 0.0, upper)
+
 
 class PreluFunction(Function):
     # y = x for x > 0, w·x otherwise, w learned (one per channel, broadcast along axis 1);
@@ -126,6 +163,12 @@ class PreluFunction(Function):
         grad_a = be.where(self.positive, grad, be.mul(grad, self.weight))
         grad_w = be.where(self.positive, grad.dtype.type(0), be.mul(grad, self.a))
         return grad_a, grad_w
+
+    def differentiable_backward(self, grad, output):
+        from .shape import where
+        a, weight = self.parents
+        positive = _bool(self.positive, grad)
+        return where(positive, grad, grad * weight), where(positive, 0.0, grad * a)
 
 
 # -- functional forms (``nn.functional``) --------------------------------------------------------

@@ -10,10 +10,11 @@ pixels it was copied from.
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ..backend.geometry import conv_output_size
 from ._util import check_bias_and_dtype
+from .linalg import matmul
 from .shape import cat
 from .sizes import int_pair
 
@@ -24,7 +25,7 @@ from .sizes import int_pair
 _PER_IMAGE_MIN_PIXELS = 100
 
 
-class Conv2dFunction(Function):
+class Conv2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
         n = x.shape[0]
@@ -76,6 +77,56 @@ class Conv2dFunction(Function):
             grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
+
+    def differentiable_backward(self, grad, output):
+        # backward's products on Tensors, with im2col/col2im as ops of their own (each the
+        # other's adjoint), so every step is recorded: d(dW)/dx flows through im2col, d(dx)/dW
+        # through the product before col2im.
+        x, weight = self.parents[:2]
+        n, out_channels = grad.shape[:2]
+        columns = n * self.out_hw[0] * self.out_hw[1]
+        g = grad.permute(1, 0, 2, 3).reshape(self.groups, out_channels // self.groups, columns)
+        cols = Im2colFunction.apply(x, geometry=self.geometry)
+        cols = cols.reshape(self.groups, cols.shape[0] // self.groups, columns)
+        grad_weight = matmul(cols, g.permute(0, 2, 1)).permute(0, 2, 1).reshape(weight.shape)
+        grad_x = None
+        if self.needs_input_grad[0]:
+            w = weight.reshape(self.groups, out_channels // self.groups, -1)
+            grad_cols = matmul(w.permute(0, 2, 1), g).reshape(cols.shape[0] * cols.shape[1],
+                                                              columns)
+            grad_x = Col2imFunction.apply(grad_cols, x_shape=self.x_shape,
+                                          geometry=self.geometry)
+        grad_bias = grad.sum(axis=(0, 2, 3)) if len(self.parents) == 3 else None
+        return grad_x, grad_weight, grad_bias
+
+
+class Im2colFunction(Function):
+    """im2col as an op (for recorded convolution gradients): linear, its adjoint is col2im."""
+
+    def forward(self, x, geometry):
+        self.x_shape, self.geometry = x.shape, geometry
+        return self.backend.im2col(x, *geometry)
+
+    def backward(self, grad):
+        return self.backend.col2im(grad, self.x_shape, *self.geometry)
+
+    def differentiable_backward(self, grad, output):
+        return Col2imFunction.apply(grad, x_shape=self.x_shape, geometry=self.geometry)
+
+
+class Col2imFunction(Function):
+    """col2im as an op: linear, its adjoint is im2col."""
+
+    def forward(self, cols, x_shape, geometry):
+        self.geometry = geometry
+        return self.backend.col2im(cols, x_shape, *geometry)
+
+    def backward(self, grad):
+        return self.backend.im2col(grad, *self.geometry)
+
+    def differentiable_backward(self, grad, output):
+        return Im2colFunction.apply(grad, geometry=self.geometry)
+
 
 def _same_padding(x: Tensor, weight: Tensor, stride, dilation) -> tuple[Tensor, tuple]:
     """padding='same': the output keeps the input's size (stride 1 only, as in PyTorch).

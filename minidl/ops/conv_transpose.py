@@ -12,9 +12,10 @@ Output size per axis: (in - 1)·stride - 2·padding + dilation·(kernel - 1) + o
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ._util import check_bias_and_dtype
+from .linalg import matmul
 from .sizes import int_pair
 
 
@@ -23,7 +24,7 @@ def transposed_output_size(size, kernel, stride, padding, dilation, output_paddi
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
-class ConvTranspose2dFunction(Function):
+class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         be = self.backend
         n, in_channels, h, w = x.shape
@@ -55,6 +56,23 @@ class ConvTranspose2dFunction(Function):
         grad_weight = be.reshape(be.matmul(self.xm, be.transpose(gcols, (0, 2, 1))),
                                  self.weight.shape)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
+        return grad_x, grad_weight, grad_bias
+
+    def differentiable_backward(self, grad, output):
+        # backward's products on Tensors, im2col recorded (see Conv2dFunction's).
+        from .conv import Im2colFunction
+        x, weight = self.parents[:2]
+        n, in_channels, h, w = self.x_shape
+        g = self.groups
+        gcols = Im2colFunction.apply(grad, geometry=self.geometry)
+        gcols = gcols.reshape(g, gcols.shape[0] // g, n * h * w)
+        wm = weight.reshape(g, in_channels // g, -1)
+        grad_x = None
+        if self.needs_input_grad[0]:
+            grad_x = matmul(wm, gcols).reshape(in_channels, n, h, w).permute(1, 0, 2, 3)
+        xm = x.permute(1, 0, 2, 3).reshape(g, in_channels // g, n * h * w)
+        grad_weight = matmul(xm, gcols.permute(0, 2, 1)).reshape(weight.shape)
+        grad_bias = grad.sum(axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
 
 

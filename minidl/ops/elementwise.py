@@ -6,9 +6,11 @@ then sums over broadcast axes, so these rules are written as if no broadcasting 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, constant_slope
 from ..autograd.tensor import Tensor
 from ._util import binary_operands, require_float, result_dtype
 
@@ -20,6 +22,9 @@ class AddFunction(Function):
     def backward(self, grad):
         return grad, grad
 
+    def differentiable_backward(self, grad, output):
+        return grad, grad
+
 
 class SubFunction(Function):
     def forward(self, a, b):
@@ -27,6 +32,9 @@ class SubFunction(Function):
 
     def backward(self, grad):
         return grad, self.backend.neg(grad)
+
+    def differentiable_backward(self, grad, output):
+        return grad, -grad
 
 
 class MulFunction(Function):
@@ -40,6 +48,11 @@ class MulFunction(Function):
         mul = self.backend.mul
         needs_a, needs_b = self.needs_input_grad
         return (mul(grad, self.b) if needs_a else None), (mul(grad, self.a) if needs_b else None)
+
+    def differentiable_backward(self, grad, output):
+        a, b = self.parents
+        needs_a, needs_b = self.needs_input_grad
+        return (grad * b if needs_a else None), (grad * a if needs_b else None)
 
 
 class DivFunction(Function):
@@ -55,6 +68,10 @@ class DivFunction(Function):
         grad_a = be.div(grad, self.b)
         return grad_a, (be.neg(be.mul(grad_a, self.out)) if self.needs_input_grad[1] else None)
 
+    def differentiable_backward(self, grad, output):
+        grad_a = grad / self.parents[1]
+        return grad_a, (-(grad_a * output) if self.needs_input_grad[1] else None)
+
 
 class FloorDivideFunction(Function):
     # floor(a / b) is a step function: its derivative is 0 wherever it exists (PyTorch returns
@@ -64,6 +81,10 @@ class FloorDivideFunction(Function):
 
     def backward(self, grad):
         zeros = self.backend.zeros_like(grad)
+        return zeros, zeros
+
+    def differentiable_backward(self, grad, output):
+        zeros = _constant_zeros(grad)
         return zeros, zeros
 
 
@@ -78,6 +99,10 @@ class RemainderFunction(Function):
         be = self.backend
         return grad, be.neg(be.mul(grad, be.floor_divide(self.a, self.b)))
 
+    def differentiable_backward(self, grad, output):
+        a, b = self.parents
+        return grad, -(grad * floor_divide(a.detach(), b.detach()))
+
 
 class NegFunction(Function):
     def forward(self, a):
@@ -85,6 +110,9 @@ class NegFunction(Function):
 
     def backward(self, grad):
         return self.backend.neg(grad)
+
+    def differentiable_backward(self, grad, output):
+        return -grad
 
 
 class PowScalarFunction(Function):
@@ -100,6 +128,12 @@ class PowScalarFunction(Function):
             return be.zeros_like(grad)
         local = be.mul(be.power(self.a, self.a.dtype.type(p - 1)), self.a.dtype.type(p))
         return be.mul(grad, local)
+
+    def differentiable_backward(self, grad, output):
+        p = self.exponent
+        if p == 0:
+            return _constant_zeros(grad)
+        return grad * (pow(self.parents[0], p - 1) * p)
 
 
 class PowFunction(Function):
@@ -121,6 +155,14 @@ class PowFunction(Function):
         grad_b = be.mul(grad, be.mul(self.out, safe_log))
         return grad_a, grad_b
 
+    def differentiable_backward(self, grad, output):
+        from .shape import where
+        a, b = self.parents
+        base = where(b.detach() == 0, 1, a)
+        grad_a = grad * (b * pow(base, b - 1))
+        grad_b = grad * (output * log(where(a.detach() > 0, a, 1)))
+        return grad_a, grad_b
+
 
 class ExpFunction(Function):
     def forward(self, a):
@@ -130,6 +172,9 @@ class ExpFunction(Function):
     def backward(self, grad):
         return self.backend.mul(grad, self.out)
 
+    def differentiable_backward(self, grad, output):
+        return grad * output
+
 
 class LogFunction(Function):
     def forward(self, a):
@@ -138,6 +183,9 @@ class LogFunction(Function):
 
     def backward(self, grad):
         return self.backend.div(grad, self.a)
+
+    def differentiable_backward(self, grad, output):
+        return grad / self.parents[0]
 
 
 class SqrtFunction(Function):
@@ -150,6 +198,9 @@ class SqrtFunction(Function):
         be = self.backend
         return be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
 
+    def differentiable_backward(self, grad, output):
+        return grad / (output * 2)
+
 
 class TanhFunction(Function):
     # d tanh(a)/da = 1 - tanh(a)²
@@ -160,6 +211,9 @@ class TanhFunction(Function):
     def backward(self, grad):
         be = self.backend
         return be.mul(grad, be.sub(1, be.mul(self.out, self.out)))
+
+    def differentiable_backward(self, grad, output):
+        return grad * (1 - output * output)
 
 
 class SigmoidFunction(Function):
@@ -172,6 +226,9 @@ class SigmoidFunction(Function):
         be = self.backend
         return be.mul(grad, be.mul(self.out, be.sub(1, self.out)))
 
+    def differentiable_backward(self, grad, output):
+        return grad * (output * (1 - output))
+
 
 class ReluFunction(Function):
     def forward(self, a):
@@ -180,6 +237,9 @@ class ReluFunction(Function):
 
     def backward(self, grad):
         return self.backend.relu_backward(grad, self.a)
+
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
 
 
 class GeluFunction(Function):
@@ -190,6 +250,9 @@ class GeluFunction(Function):
     def backward(self, grad):
         return self.backend.gelu_backward(grad, self.a, self.approximate)
 
+    def differentiable_backward(self, grad, output):
+        return grad * GeluDerivativeFunction.apply(self.parents[0], approximate=self.approximate)
+
 
 class AbsFunction(Function):
     def forward(self, a):
@@ -198,6 +261,9 @@ class AbsFunction(Function):
 
     def backward(self, grad):
         return self.backend.mul(grad, self.backend.sign(self.a))
+
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
 
 
 class MaximumFunction(Function):
@@ -209,6 +275,9 @@ class MaximumFunction(Function):
     def backward(self, grad):
         return _route_by_comparison(self.backend, grad, self.a, self.b)
 
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
+
 
 class MinimumFunction(Function):
     def forward(self, a, b):
@@ -218,12 +287,56 @@ class MinimumFunction(Function):
     def backward(self, grad):
         return _route_by_comparison(self.backend, grad, self.b, self.a)
 
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
+
 
 def _route_by_comparison(be, grad, winner_if_greater, other):
     greater = be.astype(be.greater(winner_if_greater, other), grad.dtype)
     tie = be.mul(be.astype(be.equal(winner_if_greater, other), grad.dtype), grad.dtype.type(0.5))
     to_first = be.mul(grad, be.add(greater, tie))
     return to_first, be.sub(grad, to_first)
+
+
+def _constant_zeros(like: Tensor) -> Tensor:
+    return Tensor._wrap(like.backend.zeros_like(like.data), like.device)
+
+
+class GeluDerivativeFunction(Function):
+    """gelu'(x), as an op of its own so that gelu's gradient can be differentiated again.
+
+    Exact:  gelu(x) = xΦ(x),  gelu'(x) = Φ(x) + xφ(x),  gelu''(x) = φ(x)(2 - x²).
+    tanh form: gelu(x) = x·s(x) with s = (1 + tanh u)/2, u = c(x + kx³), c = √(2/π), k = 0.044715;
+    gelu' = s + x·s',  gelu'' = 2s' + x·s'',  s' = (1 - t²)u'/2,  s'' = (1 - t²)(u'' - 2t·u'²)/2
+    with t = tanh u, u' = c(1 + 3kx²), u'' = 6ckx.
+    gelu'' is written once, with differentiable ops, and serves both passes (this op only runs
+    when a gradient is being differentiated, so its first-order pass need not be fused).
+    """
+
+    def forward(self, a, approximate):
+        self.approximate = approximate
+        be = self.backend
+        return be.gelu_backward(be.ones(a.shape, a.dtype), a, approximate)
+
+    def backward(self, grad):
+        from ..autograd.grad_mode import no_grad
+        device = self.parents[0].device
+        with no_grad():
+            return self.differentiable_backward(Tensor._wrap(grad, device), None).data
+
+    def differentiable_backward(self, grad, output):
+        x = self.parents[0]
+        if self.approximate == "none":
+            second = exp(x * x * -0.5) * ((2 - x * x) * (1.0 / math.sqrt(2 * math.pi)))
+        else:
+            c, k = math.sqrt(2 / math.pi), 0.044715
+            t = tanh((x + x * x * x * k) * c)
+            sech2 = 1 - t * t
+            du = (x * x * (3 * k) + 1) * c
+            ds = sech2 * du * 0.5
+            d2s = sech2 * (x * (6 * c * k) - t * du * du * 2) * 0.5
+            second = ds * 2 + x * d2s
+        return grad * second
 
 
 class ClampFunction(Function):
@@ -238,6 +351,9 @@ class ClampFunction(Function):
 
     def backward(self, grad):
         return self.backend.where(self.inside, grad, grad.dtype.type(0))
+
+    def differentiable_backward(self, grad, output):
+        return constant_slope(self, grad)
 
 
 class CompareFunction(Function):

@@ -29,6 +29,13 @@ class MatmulFunction(Function):
         return be.matmul(grad, _swap_last_two(be, self.b)), be.matmul(_swap_last_two(be, self.a),
                                                                       grad)
 
+    def differentiable_backward(self, grad, output):
+        from .shape import transpose
+        a, b = self.parents
+        needs_a, needs_b = self.needs_input_grad
+        return (matmul(grad, transpose(b, -1, -2)) if needs_a else None,
+                matmul(transpose(a, -1, -2), grad) if needs_b else None)
+
 
 class LinearFunction(Function):
     """y = x Wᵀ + b over the last axis of x, as one node (the MLP's hot path).
@@ -60,6 +67,16 @@ class LinearFunction(Function):
             grad_x = be.reshape(be.matmul(rows, self.weight), self.x.shape)
         grad_weight = be.matmul(be.transpose(rows, (1, 0)), x_rows)
         grad_bias = be.sum(rows, axis=0) if len(self.parents) == 3 else None
+        return grad_x, grad_weight, grad_bias
+
+    def differentiable_backward(self, grad, output):
+        from .shape import reshape, transpose
+        x, weight = self.parents[:2]
+        n_rows = math.prod(grad.shape[:-1])
+        rows = reshape(grad, (n_rows, grad.shape[-1]))
+        grad_x = matmul(grad, weight) if self.needs_input_grad[0] else None
+        grad_weight = matmul(transpose(rows, 0, 1), reshape(x, (n_rows, x.shape[-1])))
+        grad_bias = rows.sum(axis=0) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
 
 

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
 from ._util import broadcast_shape, normalize_axis, require_float
@@ -27,6 +27,9 @@ class SoftmaxFunction(Function):
     def backward(self, grad):
         return self.backend.softmax_backward(grad, self.out, self.axis)
 
+    def differentiable_backward(self, grad, output):
+        return output * (grad - (grad * output).sum(axis=self.axis, keepdims=True))
+
 
 class LogSoftmaxFunction(Function):
     # y = x - logsumexp(x):  dx = dy - softmax(x) · Σ dy
@@ -39,6 +42,10 @@ class LogSoftmaxFunction(Function):
         be = self.backend
         total = be.sum(grad, axis=self.axis, keepdims=True)
         return be.sub(grad, be.mul(be.exp(self.out), total))
+
+    def differentiable_backward(self, grad, output):
+        from .elementwise import exp
+        return grad - exp(output) * grad.sum(axis=self.axis, keepdims=True)
 
 
 def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
@@ -67,7 +74,7 @@ def _reduce_loss(op: str, losses: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-class SoftmaxCrossEntropyFunction(Function):
+class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
     """Fused log-softmax + negative log-likelihood over logits (N, C) and class indices (N,).
 
     Fusing them gives the famous one-line gradient: dL/dlogits = softmax(logits) - onehot(target)
@@ -101,6 +108,26 @@ class SoftmaxCrossEntropyFunction(Function):
             per_sample = be.broadcast_to(scale, (n,))
         return be.softmax_cross_entropy_backward(per_sample, self.log_probs, self.targets,
                                                  self.ignore_index, self.smoothing)
+
+    def composed(self, logits, *_):
+        # loss_i = (1 - ε)·(-log p_i[t_i]) + ε/C·Σ_c(-log p_i[c]), 0 where t_i is ignored.
+        be = self.backend
+        log_probs = log_softmax(logits, axis=1)
+        keep = be.not_equal(self.targets, self.ignore_index)
+        picked = Tensor._wrap(be.logical_and(
+            be.one_hot(be.where(keep, self.targets, 0), logits.shape[1], np.bool_),
+            be.reshape(keep, (-1, 1))), logits.device)
+        losses = -where(picked, log_probs, 0.0).sum(axis=1)
+        if self.smoothing:
+            spread = -log_probs.sum(axis=1) * (self.smoothing / logits.shape[1])
+            losses = losses * (1 - self.smoothing) + where(Tensor._wrap(keep, logits.device),
+                                                           spread, 0.0)
+        if self.reduction == "none":
+            return losses
+        total = losses.sum()
+        if self.reduction == "sum":
+            return total
+        return total / Tensor._wrap(be.maximum(self.count, 1), logits.device)
 
 
 def cross_entropy(logits: Tensor, targets, weight=None, *, ignore_index: int = -100,
@@ -305,6 +332,12 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
             return grads
         return grads + (be.mul(grad, be.mul(self.y, self.softplus_neg)),)
 
+    def composed(self, x, y, pos_weight=None):
+        from .elementwise import abs, exp, log, relu
+        softplus_neg = relu(-x) + log(exp(-abs(x)) + 1)
+        log_weight = 1 if pos_weight is None else (pos_weight - 1) * y + 1
+        return (1 - y) * x + log_weight * softplus_neg
+
 
 def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
                                      reduction: str = "mean", pos_weight=None) -> Tensor:
@@ -351,7 +384,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator=None) ->
 
 # -- normalisation ---------------------------------------------------------------------------------
 
-class LayerNormFunction(Function):
+class LayerNormFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight=None, bias=None, *, normalized_size, eps):
         be = self.backend
         self.shape = x.shape
@@ -359,6 +392,7 @@ class LayerNormFunction(Function):
         w = None if weight is None else be.reshape(weight, (-1,))
         b = None if bias is None else be.reshape(bias, (-1,))
         y, self.mean, self.rstd = be.layer_norm_forward(rows, w, b, eps)
+        self.eps = eps
         self.rows, self.weight = rows, w
         return be.reshape(y, x.shape)
 
@@ -371,6 +405,16 @@ class LayerNormFunction(Function):
             return be.reshape(dx, self.shape)
         shape = self.parents[1].shape
         return be.reshape(dx, self.shape), be.reshape(dweight, shape), be.reshape(dbias, shape)
+
+    def composed(self, x, weight=None, bias=None):
+        from .elementwise import sqrt
+        rows = x.reshape(self.rows.shape)
+        centered = rows - rows.mean(axis=1, keepdims=True)
+        variance = (centered * centered).mean(axis=1, keepdims=True)  # biased, as the kernel
+        y = centered / sqrt(variance + self.eps)
+        if weight is not None:
+            y = y * weight.reshape(-1) + bias.reshape(-1)
+        return y.reshape(self.shape)
 
 
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
@@ -390,7 +434,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     return LayerNormFunction.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
 
 
-class BatchNormFunction(Function):
+class BatchNormFunction(ReadsInputsWhenRecorded, Function):
     """Normalise each channel (axis 1) over the batch and spatial axes.
 
     With x̂ = (x - μ)·r, r = 1/sqrt(σ² + eps) and m values per channel, the input gradient is
@@ -409,7 +453,7 @@ class BatchNormFunction(Function):
         be = self.backend
         self.shape = x.shape
         self.x = be.reshape(x, (x.shape[0], x.shape[1], math.prod(x.shape[2:])))
-        self.weight, self.batch_stats = weight, batch_stats
+        self.weight, self.batch_stats, self.eps = weight, batch_stats, eps
         y, self.mean, batch_var, self.rstd = be.batch_norm_forward(
             self.x, weight, bias, None if batch_stats else mean, None if batch_stats else var,
             eps)
@@ -430,6 +474,22 @@ class BatchNormFunction(Function):
             self.batch_stats)
         grad_x = be.reshape(grad_x, self.shape)
         return grad_x if self.weight is None else (grad_x, grad_weight, grad_bias)
+
+    def composed(self, x, weight=None, bias=None):
+        from .elementwise import sqrt
+        x = x.reshape(self.x.shape)  # (N, C, S): statistics per channel over N and S
+        if self.batch_stats:
+            centered = x - x.mean(axis=(0, 2), keepdims=True)
+            variance = (centered * centered).mean(axis=(0, 2), keepdims=True)
+            y = centered / sqrt(variance + self.eps)
+        else:  # the running statistics are constants
+            channels = (1, x.shape[1], 1)
+            mean = Tensor._wrap(self.backend.reshape(self.mean, channels), x.device)
+            rstd = Tensor._wrap(self.backend.reshape(self.rstd, channels), x.device)
+            y = (x - mean) * rstd
+        if weight is not None:
+            y = y * weight.reshape(1, -1, 1) + bias.reshape(1, -1, 1)
+        return y.reshape(self.shape)
 
 
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -492,6 +552,15 @@ class EmbeddingLookupFunction(Function):
                                  tuple(self.indices.shape) + (1,))
             grad = be.where(padding, 0, grad)
         return be.index_add(self.shape, (self.indices,), grad, self.dtype), None
+
+    def differentiable_backward(self, grad, output):
+        from .shape import IndexPutFunction
+        if self.padding_idx is not None:
+            padding = self.backend.reshape(self.backend.equal(self.indices, self.padding_idx),
+                                           tuple(self.indices.shape) + (1,))
+            grad = where(Tensor._wrap(padding, grad.device), 0.0, grad)
+        zeros = Tensor._wrap(grad.backend.zeros(self.shape, self.dtype), grad.device)
+        return IndexPutFunction.apply(zeros, grad, index=(self.indices,), accumulate=True), None
 
 
 def embedding(indices, weight: Tensor, padding_idx: int | None = None) -> Tensor:

@@ -7,6 +7,8 @@ the forward pass divided by.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
 from .sizes import int_pair, pool_window
@@ -23,6 +25,9 @@ class MaxPool2dFunction(Function):
     def backward(self, grad):
         return self.backend.max_pool2d_backward(grad, self.argmax, self.x_shape)
 
+    def differentiable_backward(self, grad, output):
+        return MaxPool2dGradFunction.apply(grad, argmax=self.argmax, x_shape=self.x_shape)
+
 
 class AvgPool2dFunction(Function):
     def forward(self, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
@@ -32,6 +37,58 @@ class AvgPool2dFunction(Function):
 
     def backward(self, grad):
         return self.backend.avg_pool2d_backward(grad, self.x_shape, *self.args)
+
+    def differentiable_backward(self, grad, output):
+        return AvgPool2dGradFunction.apply(grad, x_shape=self.x_shape, args=self.args)
+
+
+class MaxPool2dGradFunction(Function):
+    """Max pooling's backward as an op: each window's gradient routed to the cell that won it.
+
+    Linear in the gradient, with the routing fixed by the forward's winners, so its second
+    derivative in x is 0 and its adjoint is the gather of each window's winner, recorded as an
+    indexing op (which is differentiable again, to any order)."""
+
+    def forward(self, grad, argmax, x_shape):
+        self.argmax, self.x_shape = argmax, x_shape
+        return self.backend.max_pool2d_backward(grad, argmax, x_shape)
+
+    def backward(self, grad):
+        return self._gather(grad).data
+
+    def differentiable_backward(self, grad, output):
+        return self._gather(grad)
+
+    def _gather(self, grad: Tensor) -> Tensor:
+        """grad[n, c, winner of window (i, j)] for every window, 0 for windows in the padding."""
+        be = self.backend
+        if not isinstance(grad, Tensor):
+            grad = Tensor._wrap(grad, self.parents[0].device)
+        n, c, height, width = self.x_shape
+        planes = n * c
+        winners = be.reshape(self.argmax, (planes, -1 if planes else 0))
+        has_cell = be.greater_equal(winners, 0)
+        plane = be.from_numpy(np.arange(planes, dtype=np.int64).reshape(planes, 1))
+        picked = grad.reshape(planes, height * width)[plane, be.where(has_cell, winners, 0)]
+        mask = Tensor._wrap(be.astype(has_cell, grad.dtype), grad.device)
+        return (picked * mask).reshape(self.argmax.shape)
+
+
+class AvgPool2dGradFunction(Function):
+    """Average pooling's backward as an op: linear, and its adjoint is average pooling."""
+
+    def forward(self, grad, x_shape, args):
+        self.args = args
+        return self.backend.avg_pool2d_backward(grad, x_shape, *args)
+
+    def backward(self, grad):
+        return self.backend.avg_pool2d_forward(grad, *self.args)
+
+    def differentiable_backward(self, grad, output):
+        return AvgPool2dFunction.apply(grad, **dict(zip(_AVG_POOL_ARGUMENTS, self.args)))
+
+
+_AVG_POOL_ARGUMENTS = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
 
 
 def _pool_arguments(op, x, kernel_size, stride, padding):

@@ -16,7 +16,7 @@ appended as row T (a node has one output); the layer splits them.
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import Function, ReadsInputsWhenRecorded
 
 
 def _input_gates(be, x, w_ih, b_ih, b_hh):
@@ -42,7 +42,7 @@ def _order(steps: int, reverse: bool):
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
 
-class _RecurrenceFunction(Function):
+class _RecurrenceFunction(ReadsInputsWhenRecorded, Function):
     """What the three cells share: inputs (x, h0[, c0], w_ih, w_hh[, b_ih, b_hh]) and the
     bias and gradient bookkeeping."""
 
@@ -57,6 +57,24 @@ class _RecurrenceFunction(Function):
     def _grads(self, grad_x, grad_states, dw_ih, dw_hh, db_ih, db_hh):
         grads = (grad_x, *grad_states, dw_ih, dw_hh)
         return grads + ((db_ih, db_hh) if self.has_bias else ())
+
+    def composed(self, *inputs):
+        """The same recurrence unrolled into differentiable ops, step by step (for gradients
+        of gradients: the fused cell kernels have first derivatives only)."""
+        from .linalg import matmul
+        from .shape import stack
+        x, states, w_ih, w_hh, b_ih, b_hh = self._split(inputs)
+        input_gates = matmul(x, w_ih.T)
+        if b_ih is not None:
+            input_gates = input_gates + b_ih
+        outputs, states = [None] * x.shape[0], list(states)
+        for t in _order(x.shape[0], self.reverse):
+            hidden_gates = matmul(states[0], w_hh.T)
+            if b_hh is not None:
+                hidden_gates = hidden_gates + b_hh
+            states = self._cell(input_gates[t], hidden_gates, states)
+            outputs[t] = states[0]
+        return stack(outputs + states[1:], 0)
 
 
 class LSTMRecurrenceFunction(_RecurrenceFunction):
@@ -96,6 +114,16 @@ class LSTMRecurrenceFunction(_RecurrenceFunction):
         _, dw_hh, _ = _weight_grads(be, gate_grads, previous, self.w_hh)
         return self._grads(grad_x, (grad_h, grad_c), dw_ih, dw_hh, db, db)
 
+    @staticmethod
+    def _cell(input_gates, hidden_gates, states):
+        from .elementwise import sigmoid, tanh
+        h, c = states
+        gates = input_gates + hidden_gates
+        size = h.shape[1]
+        i, f, g, o = (gates[:, k * size:(k + 1) * size] for k in range(4))
+        c = sigmoid(f) * c + sigmoid(i) * tanh(g)
+        return [sigmoid(o) * tanh(c), c]
+
 
 class GRURecurrenceFunction(_RecurrenceFunction):
     def forward(self, *arrays, reverse):
@@ -134,6 +162,17 @@ class GRURecurrenceFunction(_RecurrenceFunction):
         _, dw_hh, db_hh = _weight_grads(be, be.stack(hidden_grads, 0), previous, self.w_hh)
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db_ih, db_hh)
 
+    @staticmethod
+    def _cell(input_gates, hidden_gates, states):
+        from .elementwise import sigmoid, tanh
+        (h,) = states
+        size = h.shape[1]
+        xr, xz, xn = (input_gates[:, k * size:(k + 1) * size] for k in range(3))
+        hr, hz, hn = (hidden_gates[:, k * size:(k + 1) * size] for k in range(3))
+        r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+        n = tanh(xn + r * hn)
+        return [(1 - z) * n + z * h]
+
 
 class RNNRecurrenceFunction(_RecurrenceFunction):
     # h_t = act(x_t·W_ihᵀ + b_ih + h_{t-1}·W_hhᵀ + b_hh), act = tanh or relu: the cell is one
@@ -170,6 +209,10 @@ class RNNRecurrenceFunction(_RecurrenceFunction):
         grad_x, dw_ih, db = _weight_grads(be, pre_grads, self.x, self.w_ih)
         _, dw_hh, _ = _weight_grads(be, pre_grads, be.stack(self.previous, 0), self.w_hh)
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db, db)
+
+    def _cell(self, input_gates, hidden_gates, states):
+        from .elementwise import relu, tanh
+        return [(tanh if self.nonlinearity == "tanh" else relu)(input_gates + hidden_gates)]
 
 
 def recurrence(mode: str, x, states, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse=False,

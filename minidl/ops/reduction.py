@@ -29,6 +29,17 @@ def _with_kept_dims(be, grad, input_shape, axes, keepdims):
     return be.reshape(grad, tuple(shape))
 
 
+def _kept_shape(input_shape, axes) -> tuple:
+    return tuple(1 if axes is None or i in axes else n for i, n in enumerate(input_shape))
+
+
+def _with_kept_dims_recorded(grad, input_shape, axes, keepdims):
+    """:func:`_with_kept_dims` on a Tensor (for ``create_graph``)."""
+    if keepdims or axes is None and grad.ndim == len(input_shape):
+        return grad
+    return grad.reshape(_kept_shape(input_shape, axes))
+
+
 class SumFunction(Function):
     # d(Σ a)/da_i = 1: every input element receives the output gradient unchanged.
     def forward(self, a, axes, keepdims):
@@ -39,6 +50,11 @@ class SumFunction(Function):
         be = self.backend
         grad = _with_kept_dims(be, grad, self.shape, self.axes, self.keepdims)
         return be.broadcast_to(grad, self.shape)
+
+    def differentiable_backward(self, grad, output):
+        from .shape import expand
+        return expand(_with_kept_dims_recorded(grad, self.shape, self.axes, self.keepdims),
+                      self.shape)
 
 
 class ExtremumFunction(Function):
@@ -67,6 +83,15 @@ class ExtremumFunction(Function):
         winners = be.astype(attained, grad.dtype)
         count = be.sum(winners, axis=self.axes, keepdims=True)
         return be.mul(winners, be.div(grad, count))
+
+    def differentiable_backward(self, grad, output):
+        # The share each element gets (1/count where it attained the extremum, else 0) is
+        # piecewise constant in the input: the gradient is linear in grad with that constant
+        # weight, as the first-order rule computes it for a gradient of ones.
+        be = self.backend
+        share = self.backward(be.ones(_kept_shape(self.a.shape, self.axes), grad.dtype))
+        kept = _with_kept_dims_recorded(grad, self.a.shape, self.axes, self.keepdims)
+        return kept * Tensor._wrap(share, grad.device)
 
 
 class _ArgExtremumFunction(Function):

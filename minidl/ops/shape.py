@@ -25,6 +25,9 @@ class ReshapeFunction(Function):
     def backward(self, grad):
         return self.backend.reshape(grad, self.input_shape)
 
+    def differentiable_backward(self, grad, output):
+        return reshape(grad, self.input_shape)
+
 
 class PermuteFunction(Function):
     # The inverse permutation takes each output axis back to where it came from.
@@ -37,6 +40,9 @@ class PermuteFunction(Function):
     def backward(self, grad):
         return self.backend.transpose(grad, self.inverse)
 
+    def differentiable_backward(self, grad, output):
+        return permute(grad, self.inverse)
+
 
 class BroadcastToFunction(Function):
     # The engine sums the gradient back to the input's shape.
@@ -46,6 +52,9 @@ class BroadcastToFunction(Function):
         return self.backend.broadcast_to(a, shape)
 
     def backward(self, grad):
+        return grad
+
+    def differentiable_backward(self, grad, output):
         return grad
 
 
@@ -59,6 +68,11 @@ class GetItemFunction(Function):
 
     def backward(self, grad):
         return self.backend.index_add(self.input_shape, self.index, grad, self.dtype)
+
+    def differentiable_backward(self, grad, output):
+        # The scatter-add into zeros, as an op: linear in grad, so recorded it differentiates.
+        zeros = Tensor._wrap(grad.backend.zeros(self.input_shape, self.dtype), grad.device)
+        return IndexPutFunction.apply(zeros, grad, index=self.index, accumulate=True)
 
 
 class IndexPutFunction(Function):
@@ -86,6 +100,13 @@ class IndexPutFunction(Function):
             be.setitem_(grad_a, self.index, 0)
         return grad_a, be.getitem(grad, self.index)
 
+    def differentiable_backward(self, grad, output):
+        grad_a = grad
+        if self.needs_input_grad[0] and not self.accumulate:
+            zero = Tensor._wrap(grad.backend.zeros((), grad.dtype), grad.device)
+            grad_a = IndexPutFunction.apply(grad, zero, index=self.index, accumulate=False)
+        return grad_a, GetItemFunction.apply(grad, index=self.index)
+
 
 class FullLikeFunction(Function):
     # A constant: zero gradient (a real zero, so that y.zero_() after y = f(x) still lets
@@ -95,6 +116,9 @@ class FullLikeFunction(Function):
 
     def backward(self, grad):
         return self.backend.zeros_like(grad)
+
+    def differentiable_backward(self, grad, output):
+        return Tensor._wrap(grad.backend.zeros_like(grad.data), grad.device)
 
 
 class ConcatenateFunction(Function):
@@ -111,6 +135,14 @@ class ConcatenateFunction(Function):
             pieces.append(self.backend.getitem(grad, tuple(index)))
         return tuple(pieces)
 
+    def differentiable_backward(self, grad, output):
+        pieces = []
+        for start, stop in zip(self.bounds[:-1], self.bounds[1:]):
+            index = [slice(None)] * grad.ndim
+            index[self.axis] = slice(int(start), int(stop))
+            pieces.append(GetItemFunction.apply(grad, index=tuple(index)))
+        return tuple(pieces)
+
 
 class WhereFunction(Function):
     # The gradient follows the element that was picked: to a where the condition held, to b
@@ -125,6 +157,10 @@ class WhereFunction(Function):
         zero = grad.dtype.type(0)
         return be.where(self.condition, grad, zero), be.where(self.condition, zero, grad), None
 
+    def differentiable_backward(self, grad, output):
+        condition = self.parents[2]
+        return where(condition, grad, 0.0), where(condition, 0.0, grad), None
+
 
 class CastFunction(Function):
     def forward(self, a, dtype):
@@ -136,12 +172,20 @@ class CastFunction(Function):
             return None
         return self.backend.astype(grad, self.input_dtype)
 
+    def differentiable_backward(self, grad, output):
+        if self.input_dtype.kind != "f":
+            return None
+        return cast(grad, self.input_dtype)
+
 
 class CloneFunction(Function):
     def forward(self, a):
         return self.backend.copy(a)
 
     def backward(self, grad):
+        return grad
+
+    def differentiable_backward(self, grad, output):
         return grad
 
 
@@ -165,6 +209,9 @@ class ToDeviceFunction(Function):
     def backward(self, grad):
         from ..backend import get_backend
         return get_backend(self.source).from_numpy(self.backend.to_numpy(grad))
+
+    def differentiable_backward(self, grad, output):
+        return to_device(grad, self.source)
 
 
 # -- functional forms ----------------------------------------------------------------------------

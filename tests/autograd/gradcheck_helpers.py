@@ -77,3 +77,61 @@ def check_gradients(f, *arrays, wrt=None, eps=1e-6, rtol=1e-6, atol=1e-8, seed=0
         np.testing.assert_allclose(grad, expected, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of input {index}")
     return analytic
+
+
+def _weighted_first_gradient(f, arrays, wrt, weights, directions, create_graph, device="cpu"):
+    """S = Σ_j ⟨directions[j], ∂(Σ weights ⊙ f)/∂arrays[wrt[j]]⟩ and the tensors it came from."""
+    tensors = [md.tensor(a, dtype=np.float64, device=device, requires_grad=i in wrt)
+               for i, a in enumerate(arrays)]
+    wanted = [tensors[i] for i in wrt]
+    out = _as_output(f(*tensors))
+    grads = md.autograd.grad(out, wanted, md.tensor(weights, device=device),
+                             create_graph=create_graph, allow_unused=True)
+    total = None
+    for grad, direction in zip(grads, directions):
+        if grad is None:
+            continue
+        term = (grad * md.tensor(direction, device=device)).sum()
+        total = term if total is None else total + term
+    return total, wanted
+
+
+def check_second_derivatives(f, *arrays, wrt=None, eps=1e-6, rtol=1e-5, atol=1e-7, seed=0,
+                             device="cpu"):
+    """gradgradcheck: assert that differentiating the recorded first gradient
+    (``create_graph=True``) agrees with central differences of the first gradient, in float64.
+
+    With random output weights w and random directions v, the scalar
+    S(x) = Σ_j ⟨v_j, ∂(Σ w ⊙ f)/∂x_j⟩ mixes every second derivative; its gradient from a second
+    backward pass must match (S(x + eps·e_i) - S(x - eps·e_i)) / (2·eps), where each S is
+    computed with first-order passes only. Returns the analytic second gradients.
+    """
+    wrt = tuple(range(len(arrays))) if wrt is None else tuple(wrt)
+    arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
+    rng = np.random.default_rng(seed)
+    with md.no_grad():
+        out_shape = _as_output(f(*[md.tensor(a, device=device) for a in arrays])).shape
+    weights = rng.standard_normal(out_shape)
+    directions = [rng.standard_normal(arrays[i].shape) for i in wrt]
+    total, wanted = _weighted_first_gradient(f, arrays, wrt, weights, directions, True, device)
+    if total is None or not total.requires_grad:  # the first gradient is constant in x
+        analytic = [np.zeros(arrays[i].shape) for i in wrt]
+    else:
+        analytic = [np.zeros(t.shape) if g is None else g.numpy() for t, g in zip(
+            wanted, md.autograd.grad(total, wanted, allow_unused=True))]
+    for position, index in enumerate(wrt):
+        expected = np.zeros(arrays[index].shape)
+        flat, flat_expected = arrays[index].reshape(-1), expected.reshape(-1)
+        for k in range(flat.size):
+            original = flat[k]
+            values = []
+            for shifted in (original + eps, original - eps):
+                flat[k] = shifted
+                value, _ = _weighted_first_gradient(f, arrays, wrt, weights, directions, False,
+                                                    device)
+                values.append(0.0 if value is None else value.item())
+            flat[k] = original
+            flat_expected[k] = (values[0] - values[1]) / (2 * eps)
+        np.testing.assert_allclose(analytic[position], expected, rtol=rtol, atol=atol,
+                                   err_msg=f"second derivative with respect to input {index}")
+    return analytic
