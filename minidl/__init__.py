@@ -36,7 +36,7 @@ from . import nn, optim  # noqa: E402  (light: no kernels compile until used)
 # package itself is imported only when a graph is exported or imported.
 from . import onnx as _onnx  # noqa: E402,F401
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .io import (  # noqa: E402
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError, MissingFileError,

@@ -44,3 +44,18 @@ def imports_in(directory: Path, root: Path, recursive: bool = False):
         module = module_name(path, root)
         for found in imports_of(path.read_text(), module, path.name == "__init__.py"):
             yield path, found
+
+
+def modules_named(found: Import, root: Path) -> list[str]:
+    """The modules an import statement reaches: ``minidl.distributed`` for ``from minidl import
+    distributed`` (a submodule), ``minidl`` for ``from minidl import __version__`` (a name)."""
+    if not found.names:
+        return [found.module]
+    base = Path(root, *found.module.split("."))
+    reached = []
+    for name in found.names:
+        is_submodule = (base / name).is_dir() or (base / f"{name}.py").exists()
+        module = f"{found.module}.{name}" if is_submodule else found.module
+        if module not in reached:
+            reached.append(module)
+    return reached

@@ -41,7 +41,7 @@ def _available_commands() -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per available command."""
-    from minidl import __version__
+    from minidl.version import __version__
 
     parser = argparse.ArgumentParser(prog="minidl", description="Work with minidl files.")
     parser.add_argument("--version", action="version", version=f"minidl {__version__}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.data.parsing import ERROR_MESSAGES, parse_delimited
+from minidl.data.parse_status import ERROR_MESSAGES
+from minidl.data.parsing import parse_delimited
 from minidl.data.streaming import DEFAULT_CHUNK_BYTES, StreamingReader
 
 # Bytes read at construction to find the header and the number of columns.

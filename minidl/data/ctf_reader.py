@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minidl.data.parsing import ERROR_MESSAGES, parse_ctf
+from minidl.data.parse_status import ERROR_MESSAGES
+from minidl.data.parsing import parse_ctf
 from minidl.data.streaming import DEFAULT_CHUNK_BYTES, StreamingReader
 
 

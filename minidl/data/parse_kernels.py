@@ -7,7 +7,7 @@ prefetch thread parse while the main thread trains. Each kernel has a plain-Pyth
 
 Conventions shared by both kernels: lines end with ``\\n`` (a ``\\r`` before it is ignored);
 lines holding only spaces and tabs are skipped; the kernels never raise, they return the 0-based
-index of the first bad line and an error code (see ``parsing.ERROR_MESSAGES``).
+index of the first bad line and an error code (see ``parse_status``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ NAN_WORD = np.frombuffer(b"nan", dtype=np.uint8).copy()
 INF_WORD = np.frombuffer(b"inf", dtype=np.uint8).copy()
 INFINITY_WORD = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
-from minidl.data.parsing import (  # noqa: E402  (error codes shared with the reference)
+from minidl.data.parse_status import (  # noqa: E402  (the codes the reference returns too)
     BAD_INDEX, MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, NOT_INDEX_VALUE, OK, REPEATED_INDEX,
     REPEATED_STREAM, SPARSE_IN_DENSE, UNKNOWN_STREAM, WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
 )

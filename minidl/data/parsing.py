@@ -26,24 +26,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-OK, WRONG_FIELD_COUNT, NOT_A_NUMBER, NO_STREAM, UNKNOWN_STREAM, REPEATED_STREAM, \
-    WRONG_VALUE_COUNT, MISSING_STREAM, SPARSE_IN_DENSE, NOT_INDEX_VALUE, BAD_INDEX, \
-    REPEATED_INDEX = range(12)
-
-ERROR_MESSAGES = {
-    WRONG_FIELD_COUNT: "expected {width} fields",
-    NOT_A_NUMBER: "a value is not a number",
-    NO_STREAM: "no '|name' stream on the line",
-    UNKNOWN_STREAM: "a stream name is not one of {names}",
-    REPEATED_STREAM: "a stream appears twice",
-    WRONG_VALUE_COUNT: "a stream does not have its declared number of values {dims}",
-    MISSING_STREAM: "a stream is missing (expected all of {names})",
-    SPARSE_IN_DENSE: "an index:value entry in a dense stream (dense streams: {dense}; declare a "
-                     "sparse one as {{'dim': ..., 'sparse': True}})",
-    NOT_INDEX_VALUE: "an entry of a sparse stream is not index:value (sparse streams: {sparse})",
-    BAD_INDEX: "a sparse index is not an integer from 0 to dimension - 1 {dims}",
-    REPEATED_INDEX: "a sparse index appears twice in one stream",
-}
+from minidl.data.parse_status import (
+    BAD_INDEX, MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, NOT_INDEX_VALUE, OK, REPEATED_INDEX,
+    REPEATED_STREAM, SPARSE_IN_DENSE, UNKNOWN_STREAM, WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
+)
 
 
 class ParsedLines(NamedTuple):
@@ -53,7 +39,7 @@ class ParsedLines(NamedTuple):
     starts: np.ndarray   # (rows,) int64, byte offset of each row's line within the chunk
     lines: np.ndarray    # (rows,) int64, 0-based index of each row's line within the chunk
     bad_line: int        # 0-based line index within the chunk of the first bad line, or -1
-    error: int           # OK or one of the error codes above
+    error: int           # OK or one of the error codes of parse_status
 
 
 def _lines_with_starts(buf: bytes):

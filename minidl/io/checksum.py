@@ -6,8 +6,8 @@ The checksum is a *sum of mixed words*:
     acc    = sum over i of mix64(words[i] XOR (i * GOLDEN))          (mod 2**64)
     digest = mix64(acc XOR nbytes)
 
-``mix64`` is a bijective 64-bit scrambler (the splitmix64 finaliser).  Because each
-word is scrambled together with its position, moving or changing any word changes its
+``mix64`` is a bijective 64-bit scrambler (the splitmix64 finaliser, in ``mix64.py``).
+Because each word is scrambled together with its position, moving or changing any word changes its
 term, and because the terms are *added*, the sum can be computed in any order: blocks
 can be hashed independently (in parallel, or one chunk at a time while streaming) and
 the partial sums simply added.  Nothing here is cryptographic; it detects accidents
@@ -22,27 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-# The constants of the definition, here only (the Numba kernel imports them): the 64-bit
-# golden ratio that spreads word positions, and splitmix64's multipliers and shifts.
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX_2 = np.uint64(0x94D049BB133111EB)
-SHIFT_1, SHIFT_2, SHIFT_3 = np.uint64(30), np.uint64(27), np.uint64(31)
+from minidl.io.mix64 import GOLDEN, MASK_64, mix64, mix64_int
 
 # Below this size the NumPy reference is fast enough and avoids compiling the kernel
 # (which costs about a second the first time a process ever uses it).
 KERNEL_THRESHOLD_BYTES = 1 << 20
-
-
-def mix64(z: np.ndarray) -> np.ndarray:
-    """Scramble uint64 values bijectively (splitmix64's finaliser), elementwise."""
-    z = z.astype(np.uint64, copy=True)
-    z ^= z >> SHIFT_1
-    z *= MIX_1
-    z ^= z >> SHIFT_2
-    z *= MIX_2
-    z ^= z >> SHIFT_3
-    return z
 
 
 def as_byte_view(data) -> np.ndarray:
@@ -64,7 +48,7 @@ def partial_sum_reference(words: np.ndarray, first_index: int) -> int:
 
 def finish(acc: int, nbytes: int) -> int:
     """Turn the running sum of a buffer of ``nbytes`` bytes into its digest."""
-    return int(mix64(np.array([(acc ^ nbytes) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0])
+    return int(mix64(np.array([(acc ^ nbytes) & MASK_64], dtype=np.uint64))[0])
 
 
 def checksum_reference(data) -> int:
@@ -118,7 +102,7 @@ class StreamingChecksum:
 
     def _add_words(self, words: np.ndarray) -> None:
         first_index = self._nbytes // 8
-        self._acc = (self._acc + _partial_sum(words, first_index)) & 0xFFFFFFFFFFFFFFFF
+        self._acc = (self._acc + _partial_sum(words, first_index)) & MASK_64
         self._nbytes += 8 * len(words)
 
     def digest(self) -> int:
@@ -126,23 +110,15 @@ class StreamingChecksum:
         acc, nbytes = self._acc, self._nbytes
         if self._carry:
             last = np.frombuffer(self._carry.ljust(8, b"\0"), dtype="<u8")
-            acc = (acc + partial_sum_reference(last, nbytes // 8)) & 0xFFFFFFFFFFFFFFFF
+            acc = (acc + partial_sum_reference(last, nbytes // 8)) & MASK_64
             nbytes += len(self._carry)
         return finish(acc, nbytes)
 
 
-_MASK = 0xFFFFFFFFFFFFFFFF
-
 # Below this size plain Python integers beat NumPy's per-call overhead: files with many
 # small tensors (and every index entry's descriptor) take this path.
 SMALL_BYTES = 256
-
-
-def _mix64_int(z: int) -> int:
-    """``mix64`` on one Python integer."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
+_GOLDEN = int(GOLDEN)
 
 
 def _checksum_small(raw: bytes) -> int:
@@ -151,8 +127,8 @@ def _checksum_small(raw: bytes) -> int:
     acc = 0
     for index in range(len(padded) // 8):
         word = int.from_bytes(padded[8 * index:8 * index + 8], "little")
-        acc += _mix64_int(word ^ ((index * 0x9E3779B97F4A7C15) & _MASK))
-    return _mix64_int((acc & _MASK) ^ nbytes)
+        acc += mix64_int(word ^ ((index * _GOLDEN) & MASK_64))
+    return mix64_int((acc & MASK_64) ^ nbytes)
 
 
 def checksum(data) -> int:
@@ -174,4 +150,4 @@ def tensor_checksum(data_checksum: int, name: str, dtype: str, shape) -> int:
     its tensor, so the bytes can never be read as something they are not.
     """
     descriptor = "\0".join([name, dtype, ",".join(str(int(d)) for d in shape)])
-    return _mix64_int(data_checksum ^ checksum(descriptor.encode("utf-8")))
+    return mix64_int(data_checksum ^ checksum(descriptor.encode("utf-8")))

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from minidl.io.checksum import GOLDEN, MIX_1, MIX_2, SHIFT_1, SHIFT_2, SHIFT_3
+from minidl.io.mix64 import GOLDEN, MASK_64, mix64
 
 # Blocks this large keep thread overhead negligible while balancing the work.
 BLOCK_WORDS = 1 << 20  # 8 MiB
@@ -25,6 +25,8 @@ BLOCK_WORDS = 1 << 20  # 8 MiB
 def _compiled_kernel():
     import numba
 
+    mix = numba.njit(nogil=True)(mix64)   # the reference's own lines, compiled
+
     @numba.njit(cache=True, nogil=True)
     def partial_sum_kernel(words, first_index):
         # All arithmetic stays in uint64 so multiplication wraps modulo 2**64,
@@ -32,10 +34,7 @@ def _compiled_kernel():
         acc = np.uint64(0)
         position = np.uint64(first_index) * GOLDEN
         for i in range(words.shape[0]):
-            z = words[i] ^ position
-            z = (z ^ (z >> SHIFT_1)) * MIX_1
-            z = (z ^ (z >> SHIFT_2)) * MIX_2
-            acc += z ^ (z >> SHIFT_3)
+            acc += mix(words[i] ^ position)
             position += GOLDEN
         return acc
 
@@ -67,4 +66,4 @@ def partial_sum_parallel(words: np.ndarray, first_index: int) -> int:
         # The pool refuses work once the interpreter is shutting down (a background save still
         # running at exit); the sum is order-free, so one thread gives the same checksum.
         return int(kernel(words, np.uint64(first_index)))
-    return sum(parts) & 0xFFFFFFFFFFFFFFFF
+    return sum(parts) & MASK_64

@@ -213,7 +213,7 @@ def export_onnx(model, path, example_input, opset: int | None = None,
     import onnx
     from onnx import helper, numpy_helper
 
-    from .. import __version__
+    from ..version import __version__
     from .external_data import plan_external, write_side_file
 
     opset = DEFAULT_OPSET if opset is None else int(opset)

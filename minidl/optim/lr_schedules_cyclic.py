@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..validation import check_flag, check_number
-from .lr_scheduler import LRScheduler
+from .lr_schedule_base import LRScheduler
 from .lr_schedules_decay import ScheduleWithoutClosedForm
 
 __all__ = ["CosineAnnealingWarmRestarts", "CyclicLR", "OneCycleLR"]

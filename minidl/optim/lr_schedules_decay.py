@@ -9,7 +9,7 @@ and then ``load_state_dict`` -- as in PyTorch, where functions are left out of t
 from __future__ import annotations
 
 from ..validation import check_number
-from .lr_scheduler import LRScheduler
+from .lr_schedule_base import LRScheduler
 
 __all__ = ["LambdaLR", "MultiplicativeLR", "PolynomialLR", "ScheduleWithoutClosedForm"]
 

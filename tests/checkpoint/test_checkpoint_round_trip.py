@@ -60,7 +60,12 @@ def test_api_spelling_from_the_top_level_package(tmp_path):
     ckpt.save(str(tmp_path / "run.ckpt"), step=120, metadata={"val_loss": 0.31})
     info = ckpt.restore(str(tmp_path / "run.ckpt"))
     assert info.step == 120 and info.metadata == {"val_loss": 0.31}
-    assert md.CheckpointManager is not None
+
+    manager = md.CheckpointManager(ckpt, tmp_path / "runs", save_every_steps=10)
+    manager.maybe_save(130)
+    manager.wait()
+    assert md.latest_checkpoint(tmp_path / "runs") == manager.latest
+    assert manager.restore_latest() == 130
 
 
 def test_header_layout_is_as_documented(tmp_path):

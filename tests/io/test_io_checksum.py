@@ -1,10 +1,14 @@
 """The Numba checksum kernel must agree with the NumPy reference that defines it."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from minidl.io import checksum as ck
 from minidl.io.checksum_kernels import partial_sum_kernel, partial_sum_parallel
+from minidl.io.mix64 import mix64, mix64_int
 
 
 def test_known_digests_are_stable():
@@ -50,3 +54,21 @@ def test_checksum_detects_swapped_words_and_length():
     b[[3, 4]] = b[[4, 3]]
     assert ck.checksum(a) != ck.checksum(b)
     assert ck.checksum(b"abc") != ck.checksum(b"abc\0")
+
+
+def test_mix64_on_python_integers_agrees_with_mix64_on_arrays():
+    # Pinned: a changed constant or shift in either version changes these.
+    values = [0, 1, 2**63, 2**64 - 1, *np.random.default_rng(1).integers(0, 2**64, 50,
+                                                                         dtype=np.uint64)]
+    assert [mix64_int(int(v)) for v in values] == \
+        [int(z) for z in mix64(np.array(values, dtype=np.uint64))]
+    assert mix64_int(0) == 0
+    assert mix64_int(1) == 0x5692161D100B05E5
+
+
+def test_the_mixing_constants_are_written_once():
+    package = Path(ck.__file__).parents[1]
+    holders = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py")
+                     if re.search(r"0x(BF58476D1CE4E5B9|94D049BB133111EB|9E3779B97F4A7C15)",
+                                  path.read_text(), flags=re.I))
+    assert holders == ["io/mix64.py"]

@@ -215,10 +215,6 @@ def logical_or(a, b):
     return a or b
 
 
-def select(condition, a, b):
-    return a if condition else b
-
-
 # -- kernel templates ------------------------------------------------------------------------------
 
 _kernels: dict = {}
