@@ -76,6 +76,26 @@ def check_compile(snippet, out, namespace):
     assert len(namespace["predict"].steps) > 0
 
 
+def check_gradients_and_hooks(snippet, out, namespace):
+    """The penalty is WGAN-GP's, computed from a gradient that is itself differentiated; the
+    forward hook saw one call; the tensor hook halved the gradient that retain_grad kept."""
+    critic, x, g = namespace["critic"], namespace["x"], namespace["g"]
+    eps = 1e-3  # g against central differences of the critic's output in x
+    with md.no_grad():
+        for j in range(2):
+            step = np.zeros((8, 2), np.float32)
+            step[:, j] = eps
+            ahead = critic(md.tensor(x.numpy() + step)).numpy()[:, 0]
+            behind = critic(md.tensor(x.numpy() - step)).numpy()[:, 0]
+            np.testing.assert_allclose(g.numpy()[:, j], (ahead - behind) / (2 * eps), atol=1e-3)
+    norms = np.sqrt((g.numpy() ** 2).sum(axis=1))
+    assert namespace["penalty"].item() == pytest.approx(((norms - 1) ** 2).mean(), rel=1e-5)
+    assert out.strip() == "1 (8, 2)" and len(namespace["features"]) == 1
+    hidden = md.tensor(namespace["hidden"].numpy(), requires_grad=True)
+    (plain,) = md.autograd.grad(critic(hidden).sum(), hidden)
+    np.testing.assert_allclose(namespace["hidden"].grad.numpy(), 0.5 * plain.numpy(), rtol=1e-6)
+
+
 CHECKS = {  # a phrase of the snippet -> the check of what it does
     "images, labels = np.zeros((4, 1, 8, 8)": check_first_model,
     "md.fit(": check_fit,
@@ -83,6 +103,7 @@ CHECKS = {  # a phrase of the snippet -> the check of what it does
     "nn.parallel.DistributedDataParallel(": check_data_parallel,
     "md.export_onnx(": check_onnx,
     "md.compile(": check_compile,
+    "md.autograd.grad(critic(x).sum()": check_gradients_and_hooks,
 }
 
 
