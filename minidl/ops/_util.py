@@ -68,6 +68,10 @@ def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
     """A number as a 0-d tensor on ``like``'s device, filled there: the value travels as a
     kernel argument, with no host-to-device copy (the 2 in ``x * 2``)."""
     value = value.item() if isinstance(value, np.generic) else value
+    if dtype.kind == "u" and isinstance(value, int) and not 0 <= value <= np.iinfo(dtype).max:
+        # PyTorch wraps a number into an unsigned tensor's range (uint8 + -3 adds 253, which
+        # is -3 modulo 256); a signed dtype it does not fit raises, as NumPy's full does.
+        value %= np.iinfo(dtype).max + 1
     return Tensor._wrap(like.backend.full((), value, dtype), like.device)
 
 

@@ -197,11 +197,14 @@ class AbsFunction(Function):
         return self.backend.abs(a)
 
     def backward(self, grad):
-        return self.backend.mul(grad, self.backend.sign(self.a))
+        # d|a|/da = sign(a), taken as 0 at a NaN (PyTorch's sgn), where NumPy's sign is NaN.
+        be = self.backend
+        return be.mul(grad, be.where(be.equal(self.a, self.a), be.sign(self.a), grad.dtype.type(0)))
 
 
 class MaximumFunction(Function):
-    # The gradient goes to the larger input; on ties it is split evenly (as PyTorch).
+    # The gradient goes to the larger input; on ties it is split evenly, and where either is
+    # NaN (so neither is larger) both receive it, as in PyTorch.
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.backend.maximum(a, b)
@@ -220,10 +223,13 @@ class MinimumFunction(Function):
 
 
 def _route_by_comparison(be, grad, winner_if_greater, other):
-    greater = be.astype(be.greater(winner_if_greater, other), grad.dtype)
-    tie = be.mul(be.astype(be.equal(winner_if_greater, other), grad.dtype), grad.dtype.type(0.5))
-    to_first = be.mul(grad, be.add(greater, tie))
-    return to_first, be.sub(grad, to_first)
+    """The gradients of (winner_if_greater, other): each loses it only where it compares
+    strictly worse, and a tie halves it. A NaN compares neither way, so both keep it."""
+    zero = grad.dtype.type(0)
+    shared = be.where(be.equal(winner_if_greater, other), be.mul(grad, grad.dtype.type(0.5)),
+                      grad)
+    return (be.where(be.less(winner_if_greater, other), zero, shared),
+            be.where(be.greater(winner_if_greater, other), zero, shared))
 
 
 class ClampFunction(Function):
@@ -290,20 +296,36 @@ def mul(a, b) -> Tensor:
 
 
 def div(a, b) -> Tensor:
-    a, b = binary_operands("div", a, b)
-    if a.dtype.kind != "f":  # true division of integers gives float32, as in PyTorch
-        a, b = a.to(dtype=np.float32), b.to(dtype=np.float32)
-    return DivFunction.apply(a, b)
+    if result_dtype(a, b).kind != "f":
+        # True division of integers gives float32, as in PyTorch. Each operand goes to float32
+        # from its own dtype: promoting first would turn uint8 / -4 into uint8 / 252.
+        a, b = (x.to(dtype=np.float32) if isinstance(x, Tensor) else x for x in (a, b))
+    return DivFunction.apply(*binary_operands("div", a, b))
+
+
+def _integer_division_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
+    a, b = binary_operands(op, a, b)
+    if a.dtype.kind == "b":
+        raise TypeError(f"{op}: not defined for bool tensors (PyTorch refuses too)")
+    if a.dtype.kind != "f":
+        # Integers have no inf: NumPy would quietly give 0 for x // 0 where PyTorch raises.
+        # Checking reads one bool back from the device, as PyTorch's check does.
+        be = b.backend
+        if b.numel() and bool(be.to_numpy(be.max(be.equal(b.data, b.dtype.type(0))))):
+            raise ZeroDivisionError(f"{op}: integer division by zero")
+    return a, b
 
 
 def floor_divide(a, b) -> Tensor:
-    """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``)."""
-    return FloorDivideFunction.apply(*binary_operands("floor_divide", a, b))
+    """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``). An integer
+    division by zero raises ZeroDivisionError, as in PyTorch."""
+    return FloorDivideFunction.apply(*_integer_division_operands("floor_divide", a, b))
 
 
 def remainder(a, b) -> Tensor:
-    """a % b, with the sign of the divisor (Python's and PyTorch's ``%``)."""
-    return RemainderFunction.apply(*binary_operands("remainder", a, b))
+    """a % b, with the sign of the divisor (Python's and PyTorch's ``%``); an integer
+    remainder by zero raises ZeroDivisionError, as in PyTorch."""
+    return RemainderFunction.apply(*_integer_division_operands("remainder", a, b))
 
 
 def neg(a: Tensor) -> Tensor:

@@ -44,14 +44,17 @@ class SumFunction(Function):
 class ExtremumFunction(Function):
     """max or min: the gradient goes to the elements that attained it, split evenly on ties.
 
-    A NaN is the extremum of any slice holding one (it propagates), so it is the NaN elements
-    that attained it: NaN == NaN is false, so they are matched by being NaN themselves
-    (x != x), as PyTorch does, and the rest of the slice receives 0.
+    A NaN is the extremum of any slice holding one (it propagates). With ``nan_attains`` (max()
+    and min()) it is the NaN elements that attained it: NaN == NaN is false, so they are
+    matched by being NaN themselves (x != x), as PyTorch does, and the rest of the slice
+    receives 0. Without it (amax and amin) no element equals a NaN extremum, so the slice's
+    gradient is g/0 · 0 = nan throughout: PyTorch's amax rule, whose NaN gradient tells the
+    user where the NaN came from.
     """
 
-    def forward(self, a, axes, keepdims, primitive):
+    def forward(self, a, axes, keepdims, primitive, nan_attains=True):
         be = self.backend
-        self.a, self.axes, self.keepdims = a, axes, keepdims
+        self.a, self.axes, self.keepdims, self.nan_attains = a, axes, keepdims, nan_attains
         self.out = getattr(be, primitive)(a, axis=axes, keepdims=True)
         return self.out if keepdims else be.reshape(
             self.out, tuple(n for i, n in enumerate(a.shape)
@@ -60,10 +63,12 @@ class ExtremumFunction(Function):
     def backward(self, grad):
         be = self.backend
         grad = _with_kept_dims(be, grad, self.a.shape, self.axes, self.keepdims)
-        is_nan = be.logical_not(be.equal(self.a, self.a))
-        out_is_nan = be.logical_not(be.equal(self.out, self.out))
-        # "or" and "and" of bools as maximum and minimum (False < True).
-        attained = be.maximum(be.equal(self.a, self.out), be.minimum(is_nan, out_is_nan))
+        attained = be.equal(self.a, self.out)
+        if self.nan_attains:
+            is_nan = be.logical_not(be.equal(self.a, self.a))
+            out_is_nan = be.logical_not(be.equal(self.out, self.out))
+            # "or" and "and" of bools as maximum and minimum (False < True).
+            attained = be.maximum(attained, be.minimum(is_nan, out_is_nan))
         winners = be.astype(attained, grad.dtype)
         count = be.sum(winners, axis=self.axes, keepdims=True)
         return be.mul(winners, be.div(grad, count))
@@ -122,22 +127,26 @@ def mean(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None
     return total * (1.0 / count if count else float("nan"))
 
 
-def _extremum(op: str, a: Tensor, axis, keepdims: bool) -> Tensor:
+def _extremum(op: str, a: Tensor, axis, keepdims: bool, nan_attains: bool = True) -> Tensor:
     axes = normalize_axes(op, axis, a.ndim)
     reduced = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
     if reduced == 0:
         raise ValueError(f"{op}: cannot reduce over a zero-size dimension (shape {a.shape})")
-    return ExtremumFunction.apply(a, axes=axes, keepdims=keepdims, primitive=op)
+    return ExtremumFunction.apply(a, axes=axes, keepdims=keepdims, primitive=op,
+                                  nan_attains=nan_attains)
 
 
 def amax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
-    """The largest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
-    return _extremum("max", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
+    """The largest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``.
+    Ties share the gradient evenly; a slice whose maximum is NaN gets a NaN gradient, as in
+    PyTorch."""
+    return _extremum("max", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim), False)
 
 
 def amin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
-    """The smallest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
-    return _extremum("min", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
+    """The smallest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``;
+    gradients as :func:`amax`'s."""
+    return _extremum("min", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim), False)
 
 
 #: What ``max(dim)`` / ``min(dim)`` return, as PyTorch's ``torch.return_types.max``: a tuple
@@ -211,16 +220,43 @@ def var(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=No
         raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
     axes = normalize_axes("var", _axis_or_dim(axis, dim), a.ndim)
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
-    centered = a - mean(a, axis=axes, keepdims=True)
+    average = mean(a, axis=axes, keepdims=True)
+    if count <= correction:
+        # d var/dx_i = 2(x_i - mean)/(N - correction); the path through the mean adds
+        # -2/N·Σ(x_j - mean)/(N - correction), which is 0 for a non-zero divisor. With the
+        # divisor 0 it would be inf - inf = nan for every element: leave it out, as PyTorch's
+        # formula does, so the gradient is ±inf (nan only where x_i is the mean).
+        average = average.detach()
+    centered = a - average
     squares = sum(centered * centered, axis=axes, keepdims=_keep(keepdims, keepdim))
     return squares / a.dtype.type(builtins.max(count - correction, 0))
 
 
+class StdFunction(Function):
+    """The square root of a variance, whose gradient is 0 where the variance is 0.
+
+    d sqrt(v)/dv = 1/(2 sqrt(v)) is infinite at v = 0, where the variance's own gradient is
+    0: the product would be nan. A constant input is a minimum of the spread, so 0 is the
+    answer PyTorch gives too (it masks the zero results in ``std_backward``).
+    """
+
+    def forward(self, variance):
+        self.out = self.backend.sqrt(variance)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        zero = grad.dtype.type(0)
+        scaled = be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
+        return be.where(be.equal(self.out, zero), zero, scaled)
+
+
 def std(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=None,
         keepdim=None, unbiased=None) -> Tensor:
-    """Standard deviation: the square root of :func:`var` (same arguments)."""
-    from .elementwise import sqrt
-    return sqrt(var(a, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased))
+    """Standard deviation: the square root of :func:`var` (same arguments). Its gradient is 0
+    where the spread is 0 (a constant slice), as in PyTorch."""
+    return StdFunction.apply(var(a, axis, keepdims, correction, dim=dim, keepdim=keepdim,
+                                 unbiased=unbiased))
 
 
 def _index_axis(op: str, axis, ndim: int):

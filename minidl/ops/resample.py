@@ -22,10 +22,9 @@ import math
 import numpy as np
 
 from ..autograd.tensor import Tensor
-from ..ops.shape import cat
 from .sizes import int_pair
 from .pool import max_pool2d
-from .reduction import ExtremumFunction
+from .reduction import argmax
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -45,14 +44,24 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
         raise ValueError(f"adaptive_max_pool2d: output_size must be >= 1, got {output_size!r}")
     if h % out_h == 0 and w % out_w == 0:  # equal windows: one ordinary pooling
         return max_pool2d(x, (h // out_h, w // out_w))
-    # A window is a rectangle, so its max is the max over rows of the max over columns: one
-    # reduction per output row and per output column rather than per output cell.
-    rows = cat([_max_over(x[:, :, a:b, :], 2) for a, b in adaptive_windows(h, out_h)], axis=2)
-    return cat([_max_over(rows[:, :, :, a:b], 3) for a, b in adaptive_windows(w, out_w)], axis=3)
+    # Windows of unequal sizes, gathered into (N, C, out_h, out_w, kh·kw) with short windows
+    # padded by repeating their first cell. Each output reads the first largest cell of its
+    # window (row by row, as max_pool2d and PyTorch do), through an index: its gradient goes
+    # to that one cell, not split between tied cells (common after a ReLU).
+    rows, cols = _window_cells(h, out_h), _window_cells(w, out_w)
+    n, c = x.shape[:2]
+    windows = x[:, :, rows[:, :, None, None], cols[None, None, :, :]]  # N, C, oh, kh, ow, kw
+    windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(n * c * out_h * out_w, -1)
+    first = argmax(windows.detach(), axis=1)
+    return windows[np.arange(windows.shape[0]), first].reshape(n, c, out_h, out_w)
 
 
-def _max_over(x: Tensor, axis: int) -> Tensor:
-    return ExtremumFunction.apply(x, axes=(axis,), keepdims=True, primitive="max")
+def _window_cells(size: int, out: int) -> np.ndarray:
+    """(out, widest window) input indices of each adaptive window, short windows padded with
+    their first index (a repeat never wins over the first occurrence of a maximum)."""
+    windows = adaptive_windows(size, out)
+    width = max(b - a for a, b in windows)
+    return np.array([[a + k if a + k < b else a for k in range(width)] for a, b in windows])
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:

@@ -291,11 +291,59 @@ def _flat_index(a: Tensor, index) -> tuple:
     return tuple(flat)
 
 
+def _block_placement(index: tuple, ndim: int) -> tuple[int, int] | None:
+    """Where PyTorch puts the dimensions of the index arrays when NumPy puts them elsewhere:
+    ``(block, position)``, the block's number of dimensions and the output axis it starts
+    at, or None when the two agree.
+
+    Both libraries keep the block in place when the index arrays are adjacent, and move it to
+    the front when something separates them. They differ on what an integer is: NumPy counts
+    it as one more index array (a 0-d one), PyTorch selects with it first, as basic indexing.
+    So in ``x[0, :, [1, 3]]`` NumPy sees two arrays apart and puts the block first (shape
+    (2, 3) for x of shape (2, 3, 4)); PyTorch sees one array after a slice and keeps it there
+    (shape (3, 2)).
+    """
+    def is_int(part):
+        return isinstance(part, (int, np.integer)) and not isinstance(part, bool)
+
+    def is_array(part):
+        return not is_int(part) and part is not None and part is not Ellipsis and \
+            not isinstance(part, slice)
+
+    arrays = [i for i, part in enumerate(index) if is_array(part)]
+    if not arrays or not any(is_int(part) for part in index) or \
+            any(part is None for part in index):
+        return None
+    advanced = [i for i, part in enumerate(index) if is_array(part) or is_int(part)]
+    if advanced[-1] - advanced[0] == len(advanced) - 1:
+        return None  # adjacent for NumPy, so for PyTorch too, at the same place
+    without_ints = [part for part in index if not is_int(part)]
+    arrays = [i for i, part in enumerate(without_ints) if is_array(part)]
+    if arrays[-1] - arrays[0] != len(arrays) - 1:
+        return None  # apart for PyTorch too: both put the block first
+    consumed = sum(part is not Ellipsis for part in index)
+    position = sum(ndim - consumed if part is Ellipsis else 1
+                            for part in without_ints[:arrays[0]])
+    block = len(np.broadcast_shapes(*(tuple(index[i].shape) for i in range(len(index))
+                                      if is_array(index[i]))))
+    return block, position
+
+
+def _block_order(placement, ndim: int) -> tuple[int, ...]:
+    """The axes of NumPy's result in PyTorch's order: the leading block moved to its place."""
+    block, position = placement
+    return tuple(range(block, block + position)) + tuple(range(block)) + \
+        tuple(range(block + position, ndim))
+
+
 def getitem(a: Tensor, index) -> Tensor:
+    flat = _flat_index(a, index)
     try:
-        return GetItemFunction.apply(a, index=_flat_index(a, index))
+        out = GetItemFunction.apply(a, index=flat)
     except IndexError as error:
         raise IndexError(f"getitem: {error} (tensor shape {a.shape})") from None
+    placement = _block_placement(flat, a.ndim)
+    return out if placement is None else permute(out, *_block_order(placement, out.ndim))
 
 
 def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
@@ -315,6 +363,10 @@ def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
     if broadcast_shape("index_put", region, values.shape) != tuple(region):
         raise ValueError(f"index_put: values of shape {values.shape} cannot be broadcast to the "
                          f"indexed shape {tuple(region)}")
+    placement = _block_placement(flat, a.ndim)
+    if placement is not None:  # values come in PyTorch's layout; NumPy's setitem wants its own
+        order = _block_order(placement, len(region))
+        values = permute(broadcast_to(values, region), *np.argsort(order).tolist())
     return IndexPutFunction.apply(a, values, index=flat, accumulate=bool(accumulate))
 
 
