@@ -10,7 +10,8 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import binary_operands, require_float, result_dtype
+from ._util import binary_operands, number_as, refuse_bool, require_float, result_dtype
+from .shape import where
 
 
 class AddFunction(Function):
@@ -288,6 +289,7 @@ def add(a, b) -> Tensor:
 
 
 def sub(a, b) -> Tensor:
+    refuse_bool("sub", a, b)
     return SubFunction.apply(*binary_operands("sub", a, b))
 
 
@@ -329,20 +331,49 @@ def remainder(a, b) -> Tensor:
 
 
 def neg(a: Tensor) -> Tensor:
+    refuse_bool("neg", a)
     return NegFunction.apply(a)
 
 
 def pow(a, exponent) -> Tensor:  # noqa: A001
-    """a ** exponent. An integer tensor raised to a float gives float32 (as PyTorch), never an
-    exponent truncated to the integer dtype."""
+    """a ** exponent with PyTorch's dtypes: an integer or bool tensor raised to a float gives
+    float32 (never an exponent truncated to the integer dtype), a bool one raised to an
+    integer gives int64. An integer tensor to a negative integer tensor is computed as
+    integers are (1, ±1 for a base of -1, else 0); to a negative integer number it raises."""
     if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
-        if a.dtype.kind != "f" and np.asarray(exponent).dtype.kind == "f":
-            a = a.to(dtype=np.float32)
-        return PowScalarFunction.apply(a, exponent=float(exponent))
-    return PowFunction.apply(*binary_operands("pow", a, exponent))
+        dtype = result_dtype(a, exponent)
+        if dtype.kind != "f" and exponent < 0:
+            raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                             f"({a.dtype} tensor ** {exponent})")
+        return PowScalarFunction.apply(a.to(dtype=dtype) if dtype != a.dtype else a,
+                                       exponent=float(exponent))
+    a, b = binary_operands("pow", a, exponent)
+    refuse_bool("pow", a)  # both bool: PyTorch has no bool ** bool
+    if a.dtype.kind != "f":
+        return _integer_power(a, b)
+    return PowFunction.apply(a, b)
+
+
+def _integer_power(a: Tensor, b: Tensor) -> Tensor:
+    # a^b for a negative integer b is 1/a^|b|, whose integer part is 1 for a = 1, ±1 for
+    # a = -1 (the sign of b's parity) and 0 for every other base (0 included, as PyTorch's
+    # integer pow gives). Integers have no gradient, so this needs no rule of its own.
+    negative = lt(b, 0)
+    if not bool(negative.any()):
+        return PowFunction.apply(a, b)
+    powers = PowFunction.apply(a, where(negative, 0, b))
+    odd = remainder(b, 2)
+    reciprocal = where(eq(a, 1), 1, where(eq(a, -1), 1 - 2 * odd, 0)).to(dtype=a.dtype)
+    return where(negative, reciprocal, powers)
+
+
+# exp, log, sqrt, tanh and sigmoid of integers and bools are float32, as in PyTorch.
+_FLOAT_VALUED = {"exp", "log", "sqrt", "tanh", "sigmoid"}
 
 
 def _unary(function_class, op: str, a: Tensor, **attrs) -> Tensor:
+    if op in _FLOAT_VALUED and a.dtype.kind != "f":
+        a = a.to(dtype=np.float32)
     require_float(op, a)
     return function_class.apply(a, **attrs)
 
@@ -368,6 +399,7 @@ def sigmoid(a: Tensor) -> Tensor:
 
 
 def relu(a: Tensor) -> Tensor:
+    refuse_bool("relu", a)
     return ReluFunction.apply(a)
 
 
@@ -378,6 +410,7 @@ def gelu(a: Tensor, approximate: str = "none") -> Tensor:
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
+    refuse_bool("abs", a)
     return AbsFunction.apply(a)
 
 
@@ -402,8 +435,8 @@ def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
         # where it is the one chosen.
         out = a if min is None else maximum(a, min)
         return out if max is None else minimum(out, max)
-    low = None if min is None else dtype.type(min)
-    high = None if max is None else dtype.type(max)
+    low = None if min is None else number_as(min, dtype)
+    high = None if max is None else number_as(max, dtype)
     return ClampFunction.apply(a, low=low, high=high)
 
 

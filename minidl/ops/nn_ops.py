@@ -280,9 +280,11 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
     """Per element, with positive weight p (1 without ``pos_weight``):
     -[p·y·log σ(x) + (1-y)·log(1 - σ(x))] = (1-y)·x + (1 + (p-1)·y)·softplus(-x),
     where softplus(-x) = log(1 + e^-x) is computed as max(-x, 0) + log(1 + e^-|x|) so e^x never
-    overflows. Derivatives: in x, (1-y) - (1 + (p-1)·y)·σ(-x) (= σ(x) - y when p = 1); in y,
-    -x + (p-1)·softplus(-x) (PyTorch differentiates the target too, e.g. for soft labels
-    produced by another network); in p, y·softplus(-x)."""
+    overflows. Derivatives: in x, (1-y) - (1 + (p-1)·y)·σ(-x) = (1 + (p-1)·y)·σ(x) - p·y
+    (= σ(x) - y when p = 1), written in the second form, PyTorch's: for a negative logit and
+    y = 0 the first is 1 - σ(-x), which cancels to 0 in float32 below x = -17 while σ(x) stays
+    accurate; in y, -x + (p-1)·softplus(-x) (PyTorch differentiates the target too, e.g. for
+    soft labels produced by another network); in p, y·softplus(-x)."""
 
     def forward(self, x, y, pos_weight=None):
         be = self.backend
@@ -295,8 +297,9 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        sigmoid_neg = be.sigmoid(be.neg(self.x))
-        grad_x = be.mul(grad, be.sub(be.sub(1, self.y), be.mul(self.log_weight, sigmoid_neg)))
+        positive_weight = self.y if self.pos_weight is None else be.mul(self.pos_weight, self.y)
+        grad_x = be.mul(grad, be.sub(be.mul(self.log_weight, be.sigmoid(self.x)),
+                                     positive_weight))
         d_y = be.neg(self.x)
         if self.pos_weight is not None:
             d_y = be.add(d_y, be.mul(be.sub(self.pos_weight, 1), self.softplus_neg))

@@ -107,10 +107,10 @@ class ArgMinFunction(_ArgExtremumFunction):
 def sum(a: Tensor, axis=None, keepdims: bool = False, *, dim=None,
         keepdim=None) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (alias ``dim``; an int, a tuple, or None for all); bools and integers
-    sum to int64, as in PyTorch."""
+    of every width sum to int64, as in PyTorch."""
     axes = normalize_axes("sum", _axis_or_dim(axis, dim), a.ndim)
     keepdims = _keep(keepdims, keepdim)
-    if a.dtype.kind == "b":
+    if a.dtype.kind in "biu" and a.dtype != np.int64:
         a = a.to(dtype=np.int64)
     return SumFunction.apply(a, axes=axes, keepdims=keepdims)
 

@@ -24,7 +24,8 @@ import numpy as np
 from ..autograd.tensor import Tensor
 from .sizes import int_pair
 from .pool import max_pool2d
-from .reduction import argmax
+from .reduction import amax, argmax
+from .shape import cat
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -32,16 +33,21 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
-def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
-    """Max pooling of x (N, C, H, W) to ``output_size`` cells (None keeps that axis)."""
+def _adaptive_cells(x: Tensor, output_size) -> tuple[int, int]:
     if x.ndim != 4:
         raise ValueError(f"adaptive_max_pool2d: input must be 4-D (N, C, H, W), got {x.shape}")
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
     out_h, out_w = (x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
     out_h, out_w = int_pair((out_h, out_w), "adaptive_max_pool2d", "output_size")
-    h, w = x.shape[2:]
     if min(out_h, out_w) < 1:
         raise ValueError(f"adaptive_max_pool2d: output_size must be >= 1, got {output_size!r}")
+    return out_h, out_w
+
+
+def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
+    """Max pooling of x (N, C, H, W) to ``output_size`` cells (None keeps that axis)."""
+    out_h, out_w = _adaptive_cells(x, output_size)
+    h, w = x.shape[2:]
     if h % out_h == 0 and w % out_w == 0:  # equal windows: one ordinary pooling
         return max_pool2d(x, (h // out_h, w // out_w))
     # Windows of unequal sizes, gathered into (N, C, out_h, out_w, kh·kw) with short windows
@@ -54,6 +60,20 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
     windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(n * c * out_h * out_w, -1)
     first = argmax(windows.detach(), axis=1)
     return windows[np.arange(windows.shape[0]), first].reshape(n, c, out_h, out_w)
+
+
+def adaptive_max_pool2d_by_reductions(x: Tensor, output_size) -> Tensor:
+    """The values of :func:`adaptive_max_pool2d` as ops ONNX has (MaxPool, or slices,
+    ReduceMax and Concat), for export: a window is a rectangle, so its max is the max over
+    rows of the max over columns, one reduction per output row and per output column. (Its
+    gradient would split ties, so training uses the gather above.)"""
+    out_h, out_w = _adaptive_cells(x, output_size)
+    h, w = x.shape[2:]
+    if h % out_h == 0 and w % out_w == 0:
+        return max_pool2d(x, (h // out_h, w // out_w))
+    rows = cat([amax(x[:, :, a:b, :], 2, True) for a, b in adaptive_windows(h, out_h)], axis=2)
+    return cat([amax(rows[:, :, :, a:b], 3, True) for a, b in adaptive_windows(w, out_w)],
+               axis=3)
 
 
 def _window_cells(size: int, out: int) -> np.ndarray:

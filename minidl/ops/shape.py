@@ -387,8 +387,10 @@ def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
         if t.ndim != first.ndim or any(n != m for i, (n, m) in enumerate(zip(t.shape, first.shape))
                                        if i != axis):
             raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside axis {axis}")
-        if t.dtype != first.dtype:
-            raise TypeError(f"cat: dtypes differ ({first.dtype} and {t.dtype})")
+    if any(t.dtype != first.dtype for t in tensors):
+        # PyTorch promotes mixed dtypes (int64 with float32 is float32); each input's gradient
+        # comes back through its cast, in its own dtype.
+        tensors = promote_operands(*tensors)
     return ConcatenateFunction.apply(*tensors, axis=axis)
 
 
