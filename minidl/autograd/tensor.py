@@ -56,9 +56,12 @@ class Tensor:
             dtype = int64
         if dtype is not None:
             array = array.astype(np.dtype(dtype), copy=False)
-        if array.dtype.kind not in "biuf":
+        # isbuiltin 2: a dtype registered by an extension (ml_dtypes' float8_e5m2 reports kind
+        # 'f' like float32, but NumPy's ufuncs compute it wrongly, as for the other float8s).
+        if array.dtype.kind not in "biuf" or array.dtype.isbuiltin == 2:
             raise TypeError(f"tensor: unsupported dtype {array.dtype} (expected bool, integer or "
-                            f"floating point data)")
+                            f"floating point data of NumPy's own types; float8, bfloat16 and "
+                            f"other extension types are not supported)")
         self.device = canonical_device(device)
         self.data = get_backend(self.device).from_numpy(array)
         self.grad = None

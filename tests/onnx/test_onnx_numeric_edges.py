@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+import minidl as md
 from minidl.onnx import import_model
 
 from onnx_checks import info, save_graph as save
@@ -25,3 +26,21 @@ def test_mod_is_exact(tmp_path, fmod, dtype, code):
     exact = (np.fmod if fmod else np.mod)(a, b)  # NumPy's are exact too
     assert out.dtype == dtype
     np.testing.assert_array_equal(out.numpy(), exact)
+
+
+@pytest.mark.parametrize("name", ["float8_e5m2", "float8_e4m3fn", "bfloat16"])
+def test_float8_and_other_extension_dtypes_are_refused(name):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([1.0, 57344.0], dtype=getattr(ml_dtypes, name))
+    with pytest.raises(TypeError, match=f"unsupported dtype {name}"):
+        md.tensor(values)
+
+
+def test_cast_like_to_float8_e5m2_is_refused(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    path = save(tmp_path, [helper.make_node("CastLike", ["x", "like"], ["y"])],
+                [info("x", [2]), info("like", [1], TensorProto.FLOAT8E5M2)],
+                [info("y", [2], TensorProto.FLOAT8E5M2)], opset=19)
+    module = import_model(path)
+    with pytest.raises(TypeError, match="float8_e5m2"):
+        module(np.float32([1.0, 60000.0]), np.array([0.0], ml_dtypes.float8_e5m2))
