@@ -203,8 +203,10 @@ def _recurrent_weights(builder, module, layer):
 def _export_recurrent(builder, module, args, run):
     x = args[0]
     hx = args[1] if len(args) > 1 else None
-    if not isinstance(x, Tensor) or x.ndim != 3:
-        return run()  # unbatched sequences: the traced ops report themselves
+    if not isinstance(x, Tensor) or x.ndim != 3 or getattr(module, "proj_size", 0):
+        # unbatched sequences, and LSTMs with a projection (ONNX's LSTM has none): the traced
+        # ops report themselves
+        return run()
     result = _run_silently(run)
     output, finals = result[0], result[1] if module.mode == "LSTM" else (result[1],)
     states = [] if hx is None else list(hx) if module.mode == "LSTM" else [hx]
