@@ -82,6 +82,10 @@ class Tensor:
         return tensor
 
     def _hold(self, data, device: str, requires_grad: bool) -> None:
+        if isinstance(data, np.generic):
+            # NumPy's ufuncs give a 0-d result as a scalar, which cannot be edited in place
+            # (x += 1 on a 0-d tensor): a tensor holds an array
+            data = np.asarray(data)
         self.data = data
         self.device = device
         self.requires_grad = requires_grad

@@ -488,6 +488,7 @@ FUNCTION_EXPORTERS = {
     reduction.SumFunction: _reduction("ReduceSum"),
     reduction.ExtremumFunction: _export_extremum,
     reduction.StdFunction: _elementwise("Sqrt"),
+    reduction.StopGradientFunction: _export_identity,
     reduction.ArgMaxFunction: _arg_extremum("ArgMax"),
     reduction.ArgMinFunction: _arg_extremum("ArgMin"),
     shape.ReshapeFunction: _export_reshape, shape.PermuteFunction: _export_permute,

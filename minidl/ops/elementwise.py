@@ -44,7 +44,8 @@ class MulFunction(Function):
 
 
 class DivFunction(Function):
-    # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b
+    # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b, taken as -(g·y)/b: (g/b)·y would
+    # overflow g/b for a subnormal b and give inf·0 = nan where y = 0 (PyTorch gives -0)
     def forward(self, a, b):
         self.b = b
         out = self.backend.div(a, b)
@@ -53,8 +54,9 @@ class DivFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        grad_a = be.div(grad, self.b)
-        return grad_a, (be.neg(be.mul(grad_a, self.out)) if self.needs_input_grad[1] else None)
+        grad_b = be.neg(be.div(be.mul(grad, self.out), self.b)) if self.needs_input_grad[1] \
+            else None
+        return be.div(grad, self.b), grad_b
 
 
 class FloorDivideFunction(Function):
@@ -313,7 +315,9 @@ def _integer_division_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
         # Integers have no inf: NumPy would quietly give 0 for x // 0 where PyTorch raises.
         # Checking reads one bool back from the device, as PyTorch's check does.
         be = b.backend
-        if b.numel() and bool(be.to_numpy(be.max(be.equal(b.data, b.dtype.type(0))))):
+        # only where there is something to divide: an empty tensor // 0 is empty, as in PyTorch
+        if a.numel() and b.numel() and \
+                bool(be.to_numpy(be.max(be.equal(b.data, b.dtype.type(0))))):
             raise ZeroDivisionError(f"{op}: integer division by zero")
     return a, b
 
@@ -342,6 +346,8 @@ def pow(a, exponent) -> Tensor:  # noqa: A001
     integers are (1, ±1 for a base of -1, else 0); to a negative integer number it raises."""
     if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
         dtype = result_dtype(a, exponent)
+        if dtype == np.bool_:  # bool ** True/False: x ** 1 = x, x ** 0 = True, as PyTorch
+            return pow(a.to(dtype=np.uint8), int(exponent)).to(dtype=np.bool_)
         if dtype.kind != "f" and exponent < 0:
             raise ValueError(f"pow: integers to negative integer powers are not allowed "
                              f"({a.dtype} tensor ** {exponent})")

@@ -11,7 +11,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
-from ._util import broadcast_shape, normalize_axis, require_float
+from ._util import broadcast_shape, normalize_axis, promote_operands, require_float
 from .shape import where
 
 
@@ -322,6 +322,11 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
     if target.shape != logits.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: logits of shape {logits.shape} and "
                          f"target of shape {target.shape} differ")
+    loss_dtype = target.dtype if target.dtype.kind == "f" else logits.dtype
+    if loss_dtype != logits.dtype:
+        # Mixed float dtypes compute in the wider one, and the losses come out in the
+        # target's dtype: PyTorch's formula runs in place on (1 - target).
+        logits, target = promote_operands(logits, target)
     inputs = [logits, target.to(dtype=logits.dtype)]
     if pos_weight is not None:
         pos_weight = as_tensor(pos_weight, like=logits).to(dtype=logits.dtype)
@@ -329,6 +334,8 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
                         logits.shape)
         inputs.append(pos_weight)
     losses = BinaryCrossEntropyWithLogitsFunction.apply(*inputs)
+    if losses.dtype != loss_dtype:
+        losses = losses.to(dtype=loss_dtype)
     if weight is not None:
         losses = losses * as_tensor(weight, like=logits).to(dtype=logits.dtype)
     return _reduce_loss("binary_cross_entropy_with_logits", losses, reduction)
@@ -389,6 +396,8 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
             raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
     if (weight is None) != (bias is None):
         raise ValueError("layer_norm: give both weight and bias, or neither")
+    if x.numel() == 0:  # nothing to normalise: an empty result, still in the graph
+        return x * 1.0 if weight is None else x * weight + bias
     inputs = (x,) if weight is None else (x, weight, bias)
     return LayerNormFunction.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import normalize_axes
+from ._util import normalize_axes, refuse_bool
 
 
 def _with_kept_dims(be, grad, input_shape, axes, keepdims):
@@ -167,7 +167,9 @@ def _extremum_with_indices(op, result_type, a, axis, keepdims, other):
         raise TypeError(f"{op}: axis must be a single int (it returns the index along it); "
                         f"use {'amax' if op == 'max' else 'amin'} to reduce over {axis!r}")
     values = _extremum(op, a, axis, keepdims)
-    indices = (argmax if op == "max" else argmin)(a, axis=axis, keepdims=keepdims)
+    # PyTorch defines max(dim) of bools though not argmax: their indices are uint8's
+    indices = (argmax if op == "max" else argmin)(
+        a.to(dtype=np.uint8) if a.dtype == np.bool_ else a, axis=axis, keepdims=keepdims)
     return result_type(values, indices)
 
 
@@ -220,16 +222,27 @@ def var(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=No
         raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
     axes = normalize_axes("var", _axis_or_dim(axis, dim), a.ndim)
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
-    average = mean(a, axis=axes, keepdims=True)
-    if count <= correction:
-        # d var/dx_i = 2(x_i - mean)/(N - correction); the path through the mean adds
-        # -2/N·Σ(x_j - mean)/(N - correction), which is 0 for a non-zero divisor. With the
-        # divisor 0 it would be inf - inf = nan for every element: leave it out, as PyTorch's
-        # formula does, so the gradient is ±inf (nan only where x_i is the mean).
-        average = average.detach()
-    centered = a - average
+    # Σ(x/N) rather than Σx/N: the sum of values near the float range's end would overflow
+    # (two float32 3e38s sum to inf) where the mean itself, and so the spread, is finite.
+    average = sum(a * (1.0 / count if count else float("nan")), axis=axes, keepdims=True)
+    # d var/dx_i = 2(x_i - mean)/(N - correction), PyTorch's formula: the path through the
+    # mean would add -2/N·Σ(x_j - mean)/(N - correction), which is 0 in exact arithmetic but
+    # not in rounded (a -1e308 next to a 1) and inf - inf = nan for a divisor of 0. So the
+    # mean is a constant for the gradient (recorded, so an export still computes it).
+    centered = a - StopGradientFunction.apply(average)
     squares = sum(centered * centered, axis=axes, keepdims=_keep(keepdims, keepdim))
     return squares / a.dtype.type(builtins.max(count - correction, 0))
+
+
+class StopGradientFunction(Function):
+    """The identity, with a zero gradient: ``detach`` as a recorded op, so that a traced
+    export computes the value (an ONNX Identity) instead of taking it as a constant."""
+
+    def forward(self, a):
+        return a
+
+    def backward(self, grad):
+        return self.backend.zeros_like(grad)
 
 
 class StdFunction(Function):
@@ -270,26 +283,31 @@ def _index_axis(op: str, axis, ndim: int):
 def argmax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the largest element along ``axis`` (alias ``dim``; of the flattened tensor when
     None); the first one on ties."""
+    refuse_bool("argmax", a)
     return ArgMaxFunction.apply(a, axis=_index_axis("argmax", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
 def argmin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the smallest element along ``axis`` (alias ``dim``); the first one on ties."""
+    refuse_bool("argmin", a)
     return ArgMinFunction.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
 def _any_all(op: str, primitive: str, a: Tensor, axis, keepdims, dim, keepdim) -> Tensor:
     axes = normalize_axes(op, _axis_or_dim(axis, dim), a.ndim)
+    # PyTorch answers in uint8 for a uint8 input (its any/all predate the bool dtype)
+    dtype = a.dtype if a.dtype == np.uint8 else np.dtype(np.bool_)
     if a.dtype.kind != "b":
         a = a != 0
     if a.numel() == 0 or (axes is not None and 0 in [a.shape[i] for i in axes]):
         # over nothing: any is False and all is True (the identities of "or" and "and")
         shape = _reduced_shape(a.shape, axes, _keep(keepdims, keepdim))
-        return Tensor._wrap(a.backend.full(shape, op == "all", np.bool_), a.device)
-    return _AnyAllFunction.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim),
-                                 primitive=primitive)
+        return Tensor._wrap(a.backend.full(shape, op == "all", dtype), a.device)
+    out = _AnyAllFunction.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim),
+                                primitive=primitive)
+    return out if dtype == np.bool_ else out.to(dtype=dtype)
 
 
 def _reduced_shape(shape, axes, keepdims):

@@ -25,7 +25,7 @@ from ..autograd.tensor import Tensor
 from .sizes import int_pair
 from .pool import max_pool2d
 from .reduction import amax, argmax
-from .shape import cat
+from .shape import cat, where
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -52,14 +52,23 @@ def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
         return max_pool2d(x, (h // out_h, w // out_w))
     # Windows of unequal sizes, gathered into (N, C, out_h, out_w, kh·kw) with short windows
     # padded by repeating their first cell. Each output reads the first largest cell of its
-    # window (row by row, as max_pool2d and PyTorch do), through an index: its gradient goes
-    # to that one cell, not split between tied cells (common after a ReLU).
-    rows, cols = _window_cells(h, out_h), _window_cells(w, out_w)
+    # window (row by row, as max_pool2d and PyTorch do), or its last NaN (PyTorch's scan
+    # replaces the maximum by every NaN it meets), through an index: its gradient goes to
+    # that one cell, not split between tied cells (common after a ReLU).
+    (rows, row_valid), (cols, col_valid) = _window_cells(h, out_h), _window_cells(w, out_w)
     n, c = x.shape[:2]
     windows = x[:, :, rows[:, :, None, None], cols[None, None, :, :]]  # N, C, oh, kh, ow, kw
-    windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(n * c * out_h * out_w, -1)
-    first = argmax(windows.detach(), axis=1)
-    return windows[np.arange(windows.shape[0]), first].reshape(n, c, out_h, out_w)
+    windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(n, c, out_h, out_w, -1)
+    # each slot's place in its window's scan, -1 for padding (never the last NaN)
+    valid = row_valid[:, None, :, None] & col_valid[None, :, None, :]
+    places = np.where(valid, np.arange(valid.shape[2] * valid.shape[3]).reshape(
+        valid.shape[2:]), -1).reshape(out_h, out_w, -1)
+    scanned = windows.detach()
+    is_nan = scanned != scanned
+    last_nan = argmax(where(is_nan, Tensor(places, device=x.device), -1), axis=4)
+    pick = where(is_nan.any(dim=4), last_nan, argmax(scanned, axis=4))
+    flat = windows.reshape(n * c * out_h * out_w, -1)
+    return flat[np.arange(flat.shape[0]), pick.reshape(-1)].reshape(n, c, out_h, out_w)
 
 
 def adaptive_max_pool2d_by_reductions(x: Tensor, output_size) -> Tensor:
@@ -76,12 +85,16 @@ def adaptive_max_pool2d_by_reductions(x: Tensor, output_size) -> Tensor:
                axis=3)
 
 
-def _window_cells(size: int, out: int) -> np.ndarray:
+def _window_cells(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     """(out, widest window) input indices of each adaptive window, short windows padded with
-    their first index (a repeat never wins over the first occurrence of a maximum)."""
+    their first index (a repeat never wins over the first occurrence of a maximum), and
+    which of them are the window's own."""
     windows = adaptive_windows(size, out)
     width = max(b - a for a, b in windows)
-    return np.array([[a + k if a + k < b else a for k in range(width)] for a, b in windows])
+    offsets = np.arange(width)
+    starts, stops = (np.array(ends)[:, None] for ends in zip(*windows))
+    own = starts + offsets < stops
+    return np.where(own, starts + offsets, starts), own
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:

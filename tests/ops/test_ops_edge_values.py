@@ -195,3 +195,71 @@ def test_group_norm_of_one_value_per_group_is_zero():
     np.testing.assert_array_equal(x.grad.numpy(), [[0.0], [0.0]])
     assert_grad_matches(lambda t, lib: lib.nn.functional.group_norm(t, 1), [[1.0], [2.0]],
                         [[0.0], [0.0]])
+
+
+# -- found by the differential test at the edges (test_ops_torch_edges.py) -------------------
+
+def test_cross_entropy_with_a_logit_far_below_the_largest_is_finite():
+    # log-probability -1e308 for two classes: the (absent) smoothing term must not make it nan
+    logits = md.tensor(np.float64([[1e308, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    losses = F.cross_entropy(logits, md.tensor([0, 2]), reduction="none").numpy()
+    np.testing.assert_allclose(losses, [0.0, np.log(3.0)], rtol=1e-12)
+
+
+def test_any_all_of_uint8_are_uint8_and_argmax_of_bool_is_refused():
+    u = md.tensor(np.uint8([0, 3]))
+    assert u.any().dtype == np.uint8 and u.all(dim=0).dtype == np.uint8
+    np.testing.assert_array_equal(u.any().numpy(), 1)
+    with pytest.raises(TypeError, match="argmax: not defined for bool"):
+        md.tensor([True, False]).argmax()
+    values, indices = md.tensor([False, True]).max(dim=0)  # defined, as in PyTorch
+    assert bool(values) and int(indices) == 1
+
+
+def test_bce_with_logits_of_mixed_float_dtypes_has_the_targets_dtype():
+    logits = md.tensor(np.float64([0.0, 1.0]), requires_grad=True)
+    loss = F.binary_cross_entropy_with_logits(logits, md.tensor(np.float32([0.0, 1.0])))
+    assert loss.dtype == np.float32
+    loss.backward()
+    assert logits.grad.dtype == np.float64
+
+
+def test_norms_of_empty_inputs_are_empty_and_group_norm_checks_like_torch():
+    empty = md.tensor(np.zeros((0, 2), np.float32), requires_grad=True)
+    assert F.layer_norm(empty, (2,)).shape == (0, 2)
+    assert F.group_norm(empty, 1).shape == (0, 2)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.group_norm(md.tensor(np.float32([[0.5]])), 1)
+
+
+def test_adaptive_max_pool2d_takes_the_last_nan_of_a_window():
+    # PyTorch's scan replaces the running maximum by every NaN it meets
+    values = [[NAN, NAN, NAN], [NAN, NAN, NAN]]
+    assert_grad_matches(lambda x, lib: lib.nn.functional.adaptive_max_pool2d(x[None, None], (1, 2)),
+                        values, [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+
+
+def test_elu_of_minus_infinity_is_minus_alpha():
+    np.testing.assert_array_equal(F.elu(md.tensor(np.float32([-np.inf, -200.0]))).numpy(),
+                                  [-1.0, -1.0])
+
+
+def test_division_gradient_at_a_subnormal_divisor_of_zero_is_zero():
+    b = md.tensor(np.float32(1e-40), requires_grad=True)
+    (md.tensor(np.float32(0.0)) / b).backward()
+    assert b.grad.numpy() == 0.0 and not np.isnan(b.grad.numpy())
+
+
+def test_var_of_values_near_the_float_range_end_is_finite():
+    x = md.tensor(np.float32([3e38, 3e38]))
+    np.testing.assert_array_equal(x.var().numpy(), 0.0)
+    np.testing.assert_array_equal((md.tensor(np.int64([])) // 0).numpy(), [])
+
+
+def test_a_0_d_result_can_be_edited_in_place():
+    x = md.tensor(np.array(2.0, np.float32), requires_grad=True)
+    y = x * 1
+    y += md.tensor(np.array(1.0, np.float32))
+    y *= 3
+    y.backward()
+    assert float(y) == 9.0 and float(x.grad) == 3.0

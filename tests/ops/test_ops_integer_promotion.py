@@ -44,8 +44,9 @@ def u8(lib, values):
     (lambda lib: lib.tensor([True, False]) ** 2, [1, 0], I64),
     (lambda lib: 2 ** lib.tensor([True, False]), [2, 1], I64),
     (lambda lib: lib.tensor([True, False]) ** 2.5, [1.0, 0.0], F32),
+    (lambda lib: lib.tensor([True, False]) ** False, [True, True], np.bool_),
 ], ids=["int-tensor-powers", "number-base", "0-d-base", "bool-base", "bool-exponent",
-        "bool-float"])
+        "bool-float", "bool-to-bool-number"])
 def test_integer_powers(expression, values, dtype):
     check(expression, values, dtype)
 
