@@ -361,7 +361,7 @@ def _install_methods():
         "__add__": ew.add, "__radd__": reflected(ew.add),
         "__sub__": ew.sub, "__rsub__": reflected(ew.sub),
         "__mul__": ew.mul, "__rmul__": reflected(ew.mul),
-        "__truediv__": ew.div, "__rtruediv__": reflected(ew.div),
+        "__truediv__": ew.div, "__rtruediv__": ew.reflected_div,
         "__floordiv__": ew.floor_divide, "__rfloordiv__": reflected(ew.floor_divide),
         "__mod__": ew.remainder, "__rmod__": reflected(ew.remainder),
         "__pow__": ew.pow, "__rpow__": reflected(ew.pow),

@@ -49,7 +49,9 @@ class EluFunction(Function):
     # y = x for x > 0, α(eˣ - 1) otherwise;  dy/dx = 1 or αeˣ = y + α.
     def forward(self, a, alpha):
         be = self.backend
-        self.positive, self.alpha = be.greater(a, 0), alpha
+        # "not x <= 0" rather than x > 0: a NaN takes the linear branch, whose gradient is
+        # 1 (PyTorch's test), not the exponential one's NaN.
+        self.positive, self.alpha = be.logical_not(be.less_equal(a, 0)), alpha
         # eˣ - 1 only where x <= 0 (min(x, 0)), so eˣ cannot overflow.
         negative_part = be.mul(_expm1(be, be.minimum(a, a.dtype.type(0))), alpha)
         self.out = be.where(self.positive, a, negative_part)

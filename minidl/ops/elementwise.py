@@ -322,6 +322,15 @@ def _integer_division_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     return a, b
 
 
+def reflected_div(a: Tensor, number) -> Tensor:
+    """``number / a`` for a Python number, as PyTorch computes it: number · (1/a). (It differs
+    from number / a in the last bit, and where 1/a overflows or a is inf: 1e-5 / 1e-40 in
+    float32 is inf, and the gradient in a at a = 1e308, number = inf is NaN.)"""
+    if isinstance(number, Tensor):
+        return div(number, a)
+    return mul(div(1, a), number)
+
+
 def floor_divide(a, b) -> Tensor:
     """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``). An integer
     division by zero raises ZeroDivisionError, as in PyTorch."""

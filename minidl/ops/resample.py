@@ -157,7 +157,10 @@ def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
     if mode == "bilinear":
         if x.ndim != 4:
             raise ValueError(f"interpolate: bilinear needs a 4-D input, got shape {x.shape}")
-        for i, (size_in, size_out, scale) in enumerate(zip(x.shape[2:], sizes, scales)):
+        # along the width first, then the height: PyTorch's order of the products, which
+        # decides where 0·inf makes a NaN when the input holds infinities
+        for i, (size_in, size_out, scale) in reversed(list(enumerate(zip(x.shape[2:], sizes,
+                                                                          scales)))):
             x = _linear_along(x, 2 + i, size_in, size_out, scale, bool(align_corners))
         return x
     raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")

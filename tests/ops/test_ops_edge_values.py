@@ -263,3 +263,21 @@ def test_a_0_d_result_can_be_edited_in_place():
     y *= 3
     y.backward()
     assert float(y) == 9.0 and float(x.grad) == 3.0
+
+
+def test_a_number_divided_by_a_tensor_is_the_number_times_the_reciprocal():
+    # PyTorch's __rtruediv__: 1e-5 · (1/1e-40), and 1/1e-40 overflows float32
+    out = 1e-5 / md.tensor(np.float32([1e-40, 4.0]))
+    np.testing.assert_array_equal(out.numpy(), np.float32([np.inf, 2.5e-6]))
+    assert (2 / md.tensor([4])).dtype == np.float32
+
+
+def test_elu_gradient_at_nan_is_one():
+    assert_grad_matches(lambda x, lib: lib.nn.functional.elu(x), [NAN, 2.0], [1.0, 1.0])
+
+
+def test_bilinear_interpolation_of_infinities_makes_nans_where_torch_does():
+    x = md.tensor(np.full((1, 1, 2, 2), np.inf, np.float32))
+    out = F.interpolate(x, size=(3, 3), mode="bilinear").numpy()[0, 0]
+    np.testing.assert_array_equal(np.isnan(out), [[True, True, True], [True, False, False],
+                                                  [True, False, False]])

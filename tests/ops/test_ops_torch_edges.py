@@ -67,7 +67,8 @@ NUMBERS = [0, 1, -1, 2, -3, 0.5, -0.0, 2.5, INF, -INF, NAN, True, False]
 @dataclass
 class Leaf:
     """An input tensor: its values, and whether it is passed as a transposed view (the
-    tensor built from ``values.T`` and transposed back: strides of a non-contiguous view)."""
+    tensor built from ``values`` with its first and last axes swapped, then swapped back:
+    the strides of a non-contiguous view)."""
 
     values: np.ndarray
     transposed: bool = False
@@ -222,7 +223,7 @@ case("linear matmul",
      lambda lib, F, x, w: (x @ w, F.linear(x, w)))
 
 
-NORMALISATIONS = {"layer_norm", "batch_norm", "group_norm"}
+NORMALISATIONS = {"layer_norm", "batch_norm", "group_norm", "instance_norm"}
 
 
 def _in_place(a, b):
@@ -279,9 +280,10 @@ ALLOWED = [
                applies=lambda inputs: True),
     Difference("`//` has a zero gradient", ("floor_divide",), applies=lambda inputs: True),
     Difference("Normalising values whose squares overflow", ("layer_norm", "batch_norm",
-                                                             "group_norm"),
+                                                             "group_norm", "instance_norm"),
                aspects=("value", "gradient"), applies=_has(_squares_overflow)),
-    Difference("Near the end of the float range", ("linear matmul", "F.gelu tanh",
+    Difference("Near the end of the float range", ("linear matmul", "conv1d conv2d",
+                                                   "conv_transpose2d", "F.gelu tanh",
                                                    "F.hardswish", "var std"),
                aspects=("value", "gradient"), applies=_has(_huge)),
     Difference("float32 constants in some float64 gradients", ("F.hardsigmoid", "F.hardswish"),
@@ -309,7 +311,7 @@ class Raised:
 
 
 def _leaf_tensor(lib, leaf: Leaf):
-    values = leaf.values.T.copy() if leaf.transposed else leaf.values
+    values = np.swapaxes(leaf.values, 0, -1).copy() if leaf.transposed else leaf.values
     grad = values.dtype.kind == "f"
     tensor = lib.tensor(values, requires_grad=grad) if lib is md else \
         torch.tensor(values, requires_grad=grad)
