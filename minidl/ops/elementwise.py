@@ -202,7 +202,8 @@ class AbsFunction(Function):
     def backward(self, grad):
         # d|a|/da = sign(a), taken as 0 at a NaN (PyTorch's sgn), where NumPy's sign is NaN.
         be = self.backend
-        return be.mul(grad, be.where(be.equal(self.a, self.a), be.sign(self.a), grad.dtype.type(0)))
+        sign = be.where(be.equal(self.a, self.a), be.sign(self.a), grad.dtype.type(0))
+        return be.mul(grad, sign)
 
 
 class MaximumFunction(Function):
@@ -309,8 +310,7 @@ def div(a, b) -> Tensor:
 
 def _integer_division_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     a, b = binary_operands(op, a, b)
-    if a.dtype.kind == "b":
-        raise TypeError(f"{op}: not defined for bool tensors (PyTorch refuses too)")
+    refuse_bool(op, a)  # both bool (a bool meeting an integer is an integer division)
     if a.dtype.kind != "f":
         # Integers have no inf: NumPy would quietly give 0 for x // 0 where PyTorch raises.
         # Checking reads one bool back from the device, as PyTorch's check does.

@@ -323,9 +323,8 @@ def _block_placement(index: tuple, ndim: int) -> tuple[int, int] | None:
         return None  # apart for PyTorch too: both put the block first
     consumed = sum(part is not Ellipsis for part in index)
     position = sum(ndim - consumed if part is Ellipsis else 1
-                            for part in without_ints[:arrays[0]])
-    block = len(np.broadcast_shapes(*(tuple(index[i].shape) for i in range(len(index))
-                                      if is_array(index[i]))))
+                   for part in without_ints[:arrays[0]])
+    block = len(np.broadcast_shapes(*(tuple(part.shape) for part in index if is_array(part))))
     return block, position
 
 
