@@ -291,6 +291,15 @@ def _flat_index(a: Tensor, index) -> tuple:
     return tuple(flat)
 
 
+def _is_int_part(part) -> bool:
+    return isinstance(part, (int, np.integer)) and not isinstance(part, bool)
+
+
+def _is_array_part(part) -> bool:
+    return not _is_int_part(part) and part is not None and part is not Ellipsis and \
+        not isinstance(part, slice)
+
+
 def _block_placement(index: tuple, ndim: int) -> tuple[int, int] | None:
     """Where PyTorch puts the dimensions of the index arrays when NumPy puts them elsewhere:
     ``(block, position)``, the block's number of dimensions and the output axis it starts
@@ -303,13 +312,7 @@ def _block_placement(index: tuple, ndim: int) -> tuple[int, int] | None:
     (2, 3) for x of shape (2, 3, 4)); PyTorch sees one array after a slice and keeps it there
     (shape (3, 2)).
     """
-    def is_int(part):
-        return isinstance(part, (int, np.integer)) and not isinstance(part, bool)
-
-    def is_array(part):
-        return not is_int(part) and part is not None and part is not Ellipsis and \
-            not isinstance(part, slice)
-
+    is_int, is_array = _is_int_part, _is_array_part
     arrays = [i for i, part in enumerate(index) if is_array(part)]
     if not arrays or not any(is_int(part) for part in index) or \
             any(part is None for part in index):
@@ -349,12 +352,21 @@ def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
     """A copy of ``a`` with ``a[index] = values`` (``+=`` with ``accumulate``), differentiable
     in both; ``x[index] = values`` and ``x.index_put_`` are the in-place forms. ``index`` is
     anything ``a[index]`` accepts (a tuple of index tensors, as PyTorch's ``indices``, too)."""
+    flat = _flat_index(a, index)
+    if isinstance(values, Tensor) and values.dtype != a.dtype and \
+            any(_is_array_part(part) for part in flat):
+        # PyTorch casts values written through slices (a copy) but not through index arrays
+        raise TypeError(f"index_put: values are {values.dtype} but the tensor is {a.dtype}; "
+                        f"with index arrays the dtypes must match, as in PyTorch (cast the "
+                        f"values with .to(dtype=...))")
+    if a.dtype.kind in "iu" and isinstance(values, float) and not np.isfinite(values):
+        raise ValueError(f"index_put: {values} cannot be converted to {a.dtype} without "
+                         f"overflow, as PyTorch says (NumPy would write {np.iinfo(a.dtype).min})")
     values = as_tensor(values, like=a)
     if values.device != a.device:
         raise ValueError(f"index_put: values are on {values.device}, the tensor on {a.device}")
     if values.dtype != a.dtype:
         values = values.to(dtype=a.dtype)
-    flat = _flat_index(a, index)
     try:
         region = getitem(a.detach(), flat).shape
     except IndexError as error:

@@ -281,3 +281,13 @@ def test_bilinear_interpolation_of_infinities_makes_nans_where_torch_does():
     out = F.interpolate(x, size=(3, 3), mode="bilinear").numpy()[0, 0]
     np.testing.assert_array_equal(np.isnan(out), [[True, True, True], [True, False, False],
                                                   [True, False, False]])
+
+
+def test_assignment_checks_like_torch():
+    x = md.zeros((2, 3))
+    with pytest.raises(TypeError, match="with index arrays the dtypes must match"):
+        x[1, [0, 2]] = md.tensor(np.float64(1.0))
+    x[0] = md.tensor(np.float64(2.0))  # through a slice: cast, as PyTorch's copy_
+    assert x.dtype == np.float32 and float(x[0, 0]) == 2.0
+    with pytest.raises(ValueError, match="without overflow"):
+        md.zeros((2,), dtype=np.int64)[0] = float("inf")

@@ -218,6 +218,13 @@ case("scaled_dot_product_attention", st.tuples(tensors(FLOATS, shape=(1, 2, 2)))
 case("casts", one(), lambda lib, F, x: (x.float(), x.double(), x.long(), x.bool(), x.int()))
 case("expand clone", one(shape=(1, 2)), lambda lib, F, x: (x.expand(3, 2), x.clone()))
 case("in-place", two(), lambda lib, F, a, b: _in_place(a, b))
+case("in-place // %", two(), lambda lib, F, a, b: _in_place_division(a, b))
+case("setitem", st.tuples(tensors(shape=(2, 3)), operands()).map(list),
+     lambda lib, F, x, v: _assign(x, v))
+case("clamp tensors", st.tuples(tensors(FLOATS, shape=(2, 2)), tensors(FLOATS, shape=(2,)),
+                                tensors(FLOATS, shape=(2, 1))).map(list),
+     lambda lib, F, x, low, high: lib.clamp(x, min=low, max=high))
+case("F aliases", one(FLOATS), lambda lib, F, x: (F.relu(x), F.sigmoid(x), F.tanh(x)))
 case("linear matmul",
      st.tuples(tensors(FLOATS, shape=(2, 3)), tensors(FLOATS, shape=(3, 3))).map(list),
      lambda lib, F, x, w: (x @ w, F.linear(x, w)))
@@ -231,6 +238,22 @@ def _in_place(a, b):
     target = a * 1
     target += b
     target *= b
+    return target
+
+
+def _in_place_division(a, b):
+    target = a * 1
+    target //= b
+    target %= b
+    return target
+
+
+def _assign(x, value):
+    """x * 1 with a row, a column and an integer-and-array selection assigned ``value``."""
+    target = x * 1
+    target[0] = value
+    target[:, -1] = value
+    target[1, [0, 2]] = value
     return target
 
 
@@ -267,18 +290,20 @@ def _huge(values):
 
 
 def _ties_or_nans(inputs):
-    leaf = inputs[0]
-    values = leaf.values
+    """Whether an input holds a NaN or two equal values, or equals a value of another."""
+    values = np.concatenate([i.values.ravel() for i in inputs if isinstance(i, Leaf)])
     return values.size and (np.isnan(values).any() or len(np.unique(values)) < values.size)
 
 
 ALLOWED = [
-    Difference("Ties in `max`/`min` split the gradient evenly", ("max dim", "min dim"),
+    Difference("Ties in `max`/`min` split the gradient evenly", ("max dim", "min dim",
+                                                                 "clamp tensors"),
                applies=_ties_or_nans),
     Difference("ReLU's gradient is 0 at 0 and at NaN", ("relu",), applies=_has(np.isnan)),
     Difference("`a ** b`'s gradient in `b`", ("pow", "rpow"),
                applies=lambda inputs: True),
-    Difference("`//` has a zero gradient", ("floor_divide",), applies=lambda inputs: True),
+    Difference("`//` has a zero gradient", ("floor_divide", "in-place // %"),
+               applies=lambda inputs: True),
     Difference("Normalising values whose squares overflow", ("layer_norm", "batch_norm",
                                                              "group_norm", "instance_norm"),
                aspects=("value", "gradient"), applies=_has(_squares_overflow)),
