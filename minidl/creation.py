@@ -37,7 +37,12 @@ def ones_like(t: Tensor, requires_grad=False) -> Tensor:
 
 
 def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
+    """The numbers start, start + step, ... below ``stop`` (``arange(n)``: 0 .. n-1). As in
+    PyTorch they are int64 when start, stop and step are all integers, else the default float
+    dtype (float32), computed in float64 and rounded once."""
     values = np.arange(start, step=step) if stop is None else np.arange(start, stop, step)
+    if dtype is None and values.dtype.kind == "f":
+        dtype = float32
     return Tensor(values, dtype=dtype, device=device)
 
 

@@ -142,6 +142,14 @@ def install(Tensor) -> None:
         """self /= other, in place."""
         return modify_in_place(self, "div_", lambda a: ew.div(a, other), other)
 
+    def floor_divide_(self, other):
+        """self //= other, in place."""
+        return modify_in_place(self, "floor_divide_", lambda a: ew.floor_divide(a, other), other)
+
+    def remainder_(self, other):
+        """self %= other, in place."""
+        return modify_in_place(self, "remainder_", lambda a: ew.remainder(a, other), other)
+
     def pow_(self, exponent):
         """self **= exponent, in place."""
         return modify_in_place(self, "pow_", lambda a: ew.pow(a, exponent), exponent)
@@ -199,13 +207,15 @@ def install(Tensor) -> None:
         return lambda self, other: method(self, other)
 
     methods = {
-        "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "pow_": pow_, "clamp_": clamp_,
+        "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "floor_divide_": floor_divide_,
+        "remainder_": remainder_, "pow_": pow_, "clamp_": clamp_,
         "clip_": clamp_, "neg_": neg_, "fill_": fill_, "zero_": zero_, "copy_": copy_,
         "__setitem__": __setitem__, "index_put_": index_put_,
         # x += y edits x in place, as in PyTorch (without these Python would rebind x to a new
         # tensor, and `param -= lr * param.grad` would silently stop updating the parameter).
         "__iadd__": operator(add_), "__isub__": operator(sub_), "__imul__": operator(mul_),
-        "__itruediv__": operator(div_), "__ipow__": operator(pow_),
+        "__itruediv__": operator(div_), "__ifloordiv__": operator(floor_divide_),
+        "__imod__": operator(remainder_), "__ipow__": operator(pow_),
     }
     for name, method in methods.items():
         setattr(Tensor, name, method)

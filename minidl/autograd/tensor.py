@@ -58,9 +58,12 @@ class Tensor:
             dtype = int64
         if dtype is not None:
             array = array.astype(np.dtype(dtype), copy=False)
-        if array.dtype.kind not in "biuf":
+        # isbuiltin 2: a dtype registered by an extension (ml_dtypes' float8_e5m2 reports kind
+        # 'f' like float32, but NumPy's ufuncs compute it wrongly, as for the other float8s).
+        if array.dtype.kind not in "biuf" or array.dtype.isbuiltin == 2:
             raise TypeError(f"tensor: unsupported dtype {array.dtype} (expected bool, integer or "
-                            f"floating point data)")
+                            f"floating point data of NumPy's own types; float8, bfloat16 and "
+                            f"other extension types are not supported)")
         self.device = canonical_device(device)
         self.data = get_backend(self.device).from_numpy(array)
         self.grad = None
@@ -81,6 +84,10 @@ class Tensor:
         return tensor
 
     def _hold(self, data, device: str, requires_grad: bool) -> None:
+        if isinstance(data, np.generic):
+            # NumPy's ufuncs give a 0-d result as a scalar, which cannot be edited in place
+            # (x += 1 on a 0-d tensor): a tensor holds an array
+            data = np.asarray(data)
         self.data = data
         self.device = device
         self.requires_grad = requires_grad
@@ -391,7 +398,7 @@ def _install_methods():
         "__add__": ew.add, "__radd__": reflected(ew.add),
         "__sub__": ew.sub, "__rsub__": reflected(ew.sub),
         "__mul__": ew.mul, "__rmul__": reflected(ew.mul),
-        "__truediv__": ew.div, "__rtruediv__": reflected(ew.div),
+        "__truediv__": ew.div, "__rtruediv__": ew.reflected_div,
         "__floordiv__": ew.floor_divide, "__rfloordiv__": reflected(ew.floor_divide),
         "__mod__": ew.remainder, "__rmod__": reflected(ew.remainder),
         "__pow__": ew.pow, "__rpow__": reflected(ew.pow),

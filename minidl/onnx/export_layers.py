@@ -28,6 +28,7 @@ import numpy as np
 from ..autograd import tracing
 from ..autograd.tensor import Tensor
 from ..nn import layers
+from ..ops.resample import adaptive_max_pool2d_by_reductions
 
 
 def _run_silently(run):
@@ -153,7 +154,8 @@ def _export_upsample(builder, module, args, run):
 
 def _export_adaptive_max_pool(builder, module, args, run):
     if tuple(module.output_size) != (1, 1):
-        return run()  # the pooling ops report themselves
+        # the pooling ops report themselves: written as reductions over slices
+        return adaptive_max_pool2d_by_reductions(args[0], module.output_size)
     output = _run_silently(run)
     name = builder.name_of(args[0])
     builder.emit("GlobalMaxPool", [name], output, builder.batch_axis[name])
@@ -201,8 +203,10 @@ def _recurrent_weights(builder, module, layer):
 def _export_recurrent(builder, module, args, run):
     x = args[0]
     hx = args[1] if len(args) > 1 else None
-    if not isinstance(x, Tensor) or x.ndim != 3:
-        return run()  # unbatched sequences: the traced ops report themselves
+    if not isinstance(x, Tensor) or x.ndim != 3 or getattr(module, "proj_size", 0):
+        # unbatched sequences, and LSTMs with a projection (ONNX's LSTM has none): the traced
+        # ops report themselves
+        return run()
     result = _run_silently(run)
     output, finals = result[0], result[1] if module.mode == "LSTM" else (result[1],)
     states = [] if hx is None else list(hx) if module.mode == "LSTM" else [hx]

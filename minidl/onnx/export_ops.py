@@ -487,6 +487,8 @@ FUNCTION_EXPORTERS = {
     ew.LogicalAndFunction: _elementwise("And"), ew.LogicalOrFunction: _elementwise("Or"),
     reduction.SumFunction: _reduction("ReduceSum"),
     reduction.ExtremumFunction: _export_extremum,
+    reduction.StdFunction: _elementwise("Sqrt"),
+    reduction.StopGradientFunction: _export_identity,
     reduction.ArgMaxFunction: _arg_extremum("ArgMax"),
     reduction.ArgMinFunction: _arg_extremum("ArgMin"),
     shape.ReshapeFunction: _export_reshape, shape.PermuteFunction: _export_permute,

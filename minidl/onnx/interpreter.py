@@ -88,16 +88,21 @@ def _mod(inputs, attributes, context):
         with np.errstate(all="ignore"):
             remainder = (np.fmod if fmod else np.mod)(a.numpy(), b.numpy())
             return host_result(remainder.astype(a.dtype), a)
-    # a - b·q with q the (step function, gradient-free) quotient: truncated for fmod, floored
-    # otherwise, so the remainder has the sign of a (fmod) or of b (mod). Where that formula
-    # breaks down (infinities, a zero divisor) NumPy's remainder gives the defined value.
+    # The gradient is that of a - b·q with q the (step function, gradient-free) quotient:
+    # truncated for fmod, floored otherwise, so the remainder has the sign of a (fmod) or of
+    # b (mod). The value is NumPy's remainder, exact in IEEE arithmetic, where b·q rounds (in
+    # float16 already for quotients above 2^11): exact - (f - f) with f = a - b·q and the
+    # first f a constant is exact to the bit (the sign of a zero included) with f's gradient.
+    # Where the formula breaks down (infinities, a zero divisor) the exact value stands alone.
     x, y = a.numpy(), b.numpy()
     with np.errstate(all="ignore"):
         ratio = x / y
         quotient = np.trunc(ratio) if fmod else np.floor(ratio)
         exact = (np.fmod if fmod else np.mod)(x, y)
         usable = np.isfinite(x) & np.isfinite(y) & (y != 0) & np.isfinite(quotient)
-    remainder = ew.sub(a, ew.mul(b, host_result(np.where(usable, quotient, 0).astype(a.dtype), a)))
+    formula = ew.sub(a, ew.mul(b, host_result(np.where(usable, quotient, 0).astype(a.dtype), a)))
+    remainder = ew.sub(host_result(np.broadcast_to(exact, formula.shape).astype(a.dtype), a),
+                       ew.sub(formula.detach(), formula))
     if usable.all():
         return remainder
     return shape.where(host_result(np.broadcast_to(usable, remainder.shape), a), remainder,

@@ -67,8 +67,17 @@ def _host_dtype(value) -> np.dtype:
 def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
     """A number as a 0-d tensor on ``like``'s device, filled there: the value travels as a
     kernel argument, with no host-to-device copy (the 2 in ``x * 2``)."""
+    return Tensor._wrap(like.backend.full((), number_as(value, dtype), dtype), like.device)
+
+
+def number_as(value, dtype: np.dtype):
+    """A Python or NumPy number as a value of ``dtype``. PyTorch wraps an integer into an
+    unsigned dtype's range (uint8 + -3 adds 253, which is -3 modulo 256); a signed dtype it
+    does not fit raises OverflowError, as in PyTorch."""
     value = value.item() if isinstance(value, np.generic) else value
-    return Tensor._wrap(like.backend.full((), value, dtype), like.device)
+    if dtype.kind == "u" and isinstance(value, int) and not 0 <= value <= np.iinfo(dtype).max:
+        value %= np.iinfo(dtype).max + 1
+    return dtype.type(value)
 
 
 def promote_operands(*operands, device=None) -> list:
@@ -144,6 +153,16 @@ def normalize_axes(op: str, axis, ndim: int) -> tuple | None:
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     # A 0-d tensor has no axes; PyTorch accepts axis 0/-1 on it and reduces over "everything".
     return None if ndim == 0 else normalized
+
+
+def refuse_bool(op: str, *operands) -> None:
+    """PyTorch refuses some arithmetic on bools (``-``, ``abs``, ``**`` of two bools, ...)
+    rather than give it an integer meaning; so does minidl, naming the op."""
+    for value in operands:
+        dtype = value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
+        if dtype == np.bool_:
+            raise TypeError(f"{op}: not defined for bool operands, as in PyTorch (use the "
+                            f"logical ops, or cast to an integer dtype first)")
 
 
 def require_float(op: str, tensor: Tensor, what: str = "input") -> None:

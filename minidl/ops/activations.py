@@ -38,12 +38,31 @@ class LeakyReluFunction(Function):
         return constant_slope(self, grad)
 
 
+def _expm1(be, z):
+    """eᶻ - 1, accurate near 0 where the subtraction would cancel every digit (in float32,
+    e^-1e-6 - 1 is off by 5%, and e^-1e-30 - 1 is 0). Kahan's correction: with u = eᶻ as
+    rounded, (u - 1)·z / ln u is within a few ulps of eᶻ - 1, because the rounding error of u
+    cancels between u - 1 and ln u; where u rounds to 1, z itself is the answer, and where u
+    is 0 (z below about -104 in float32, -inf included) the answer is -1."""
+    u = be.exp(z)
+    u_minus_1 = be.sub(u, 1.0)
+    is_one, is_zero = be.equal(u, 1.0), be.equal(u, 0.0)
+    # any value away from 1 and 0 where those branches are taken: they are not used
+    log_u = be.log(be.where(be.logical_or(is_one, is_zero), 2.0, u))
+    kahan = be.mul(u_minus_1, be.div(z, log_u))
+    return be.where(is_one, z, be.where(is_zero, -1.0, kahan))
+
+
 class EluFunction(Function):
     # y = x for x > 0, α(eˣ - 1) otherwise;  dy/dx = 1 or αeˣ = y + α.
     def forward(self, a, alpha):
         be = self.backend
-        self.positive, self.alpha = be.greater(a, 0), alpha
-        self.out = be.where(self.positive, a, be.mul(be.sub(be.exp(a), 1.0), alpha))
+        # "not x <= 0" rather than x > 0: a NaN takes the linear branch, whose gradient is
+        # 1 (PyTorch's test), not the exponential one's NaN.
+        self.positive, self.alpha = be.logical_not(be.less_equal(a, 0)), alpha
+        # eˣ - 1 only where x <= 0 (min(x, 0)), so eˣ cannot overflow.
+        negative_part = be.mul(_expm1(be, be.minimum(a, a.dtype.type(0))), alpha)
+        self.out = be.where(self.positive, a, negative_part)
         return self.out
 
     def backward(self, grad):

@@ -22,15 +22,31 @@ def _as_sequence(y: Tensor) -> Tensor:
 
 def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
-    """1-D cross-correlation of x (N, C, L) with weight (O, C/groups, k), as PyTorch."""
+    """1-D cross-correlation of x (N, C, L) with weight (O, C/groups, k), as PyTorch.
+
+    ``padding``: an int, or PyTorch's strings 'valid' (none) and 'same' (the output has the
+    input's length; stride 1, the odd pixel of an even kernel's padding at the end)."""
     if weight.ndim != 3:
         raise ValueError(f"conv1d: weight must be 3-D (O, C/groups, k), got {weight.shape}")
     stride = single_int(stride, "conv1d", "stride")
-    padding = single_int(padding, "conv1d", "padding")
     dilation = single_int(dilation, "conv1d", "dilation")
+    padding = conv1d_padding(padding, stride, "conv1d")
     kernel = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    # a string goes to conv2d as it is: 'same' on an image of height 1 pads the length only
     return _as_sequence(conv.conv2d(_as_image("conv1d", x), kernel, bias, (1, stride),
-                                    (0, padding), (1, dilation), groups))
+                                    padding if isinstance(padding, str) else (0, padding),
+                                    (1, dilation), groups))
+
+
+def conv1d_padding(padding, stride: int, op: str):
+    """``padding`` checked: a non-negative int, 'valid', or 'same' (with stride 1 only)."""
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"{op}: padding must be an int, 'same' or 'valid', got {padding!r}")
+        if padding == "same" and stride != 1:
+            raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+        return padding
+    return single_int(padding, op, "padding")
 
 
 def max_pool1d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,

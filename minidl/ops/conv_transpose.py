@@ -24,6 +24,30 @@ def transposed_output_size(size, kernel, stride, padding, dilation, output_paddi
     return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
 
 
+def output_padding_for(op: str, x_shape, output_size, kernel_size, stride, padding,
+                       dilation) -> tuple[int, int]:
+    """The output_padding that makes a transposed convolution of an input of ``x_shape``
+    produce ``output_size`` (H, W), or (N, C, H, W) of which the last two count, as PyTorch's
+    ``ConvTranspose2d.forward(x, output_size)``. Several sizes map to one input size under a
+    stride, so the smallest output is widened by up to stride - 1."""
+    sizes = tuple(int(s) for s in output_size)
+    if len(sizes) == 4:
+        sizes = sizes[2:]
+    if len(sizes) != 2:
+        raise ValueError(f"{op}: output_size must have 2 or 4 elements (H, W or N, C, H, W), "
+                         f"got {output_size!r}")
+    padding_out = []
+    for axis, (size, want, k, s, p, d) in enumerate(zip(x_shape[2:], sizes, kernel_size, stride,
+                                                       padding, dilation)):
+        smallest = transposed_output_size(size, k, s, p, d, 0)
+        if not smallest <= want <= smallest + s - 1:
+            raise ValueError(f"{op}: requested an output size of {sizes}, but valid sizes along "
+                             f"axis {axis + 2} for an input of shape {tuple(x_shape)} range "
+                             f"from {smallest} to {smallest + s - 1}")
+        padding_out.append(want - smallest)
+    return tuple(padding_out)
+
+
 class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, output_padding, dilation, groups):
         be = self.backend

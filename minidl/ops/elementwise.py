@@ -12,7 +12,8 @@ import numpy as np
 
 from ..autograd.function import Function, constant_slope
 from ..autograd.tensor import Tensor
-from ._util import binary_operands, require_float, result_dtype
+from ._util import binary_operands, number_as, refuse_bool, require_float, result_dtype
+from .shape import where
 
 
 class AddFunction(Function):
@@ -56,7 +57,8 @@ class MulFunction(Function):
 
 
 class DivFunction(Function):
-    # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b
+    # y = a / b:  dy/da = 1/b,  dy/db = -a/b² = -y/b, taken as -(g·y)/b: (g/b)·y would
+    # overflow g/b for a subnormal b and give inf·0 = nan where y = 0 (PyTorch gives -0)
     def forward(self, a, b):
         self.b = b
         out = self.backend.div(a, b)
@@ -65,8 +67,9 @@ class DivFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        grad_a = be.div(grad, self.b)
-        return grad_a, (be.neg(be.mul(grad_a, self.out)) if self.needs_input_grad[1] else None)
+        grad_b = be.neg(be.div(be.mul(grad, self.out), self.b)) if self.needs_input_grad[1] \
+            else None
+        return be.div(grad, self.b), grad_b
 
     def differentiable_backward(self, grad, output):
         grad_a = grad / self.parents[1]
@@ -260,14 +263,18 @@ class AbsFunction(Function):
         return self.backend.abs(a)
 
     def backward(self, grad):
-        return self.backend.mul(grad, self.backend.sign(self.a))
+        # d|a|/da = sign(a), taken as 0 at a NaN (PyTorch's sgn), where NumPy's sign is NaN.
+        be = self.backend
+        sign = be.where(be.equal(self.a, self.a), be.sign(self.a), grad.dtype.type(0))
+        return be.mul(grad, sign)
 
     def differentiable_backward(self, grad, output):
         return constant_slope(self, grad)
 
 
 class MaximumFunction(Function):
-    # The gradient goes to the larger input; on ties it is split evenly (as PyTorch).
+    # The gradient goes to the larger input; on ties it is split evenly, and where either is
+    # NaN (so neither is larger) both receive it, as in PyTorch.
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.backend.maximum(a, b)
@@ -292,10 +299,13 @@ class MinimumFunction(Function):
 
 
 def _route_by_comparison(be, grad, winner_if_greater, other):
-    greater = be.astype(be.greater(winner_if_greater, other), grad.dtype)
-    tie = be.mul(be.astype(be.equal(winner_if_greater, other), grad.dtype), grad.dtype.type(0.5))
-    to_first = be.mul(grad, be.add(greater, tie))
-    return to_first, be.sub(grad, to_first)
+    """The gradients of (winner_if_greater, other): each loses it only where it compares
+    strictly worse, and a tie halves it. A NaN compares neither way, so both keep it."""
+    zero = grad.dtype.type(0)
+    shared = be.where(be.equal(winner_if_greater, other), be.mul(grad, grad.dtype.type(0.5)),
+                      grad)
+    return (be.where(be.less(winner_if_greater, other), zero, shared),
+            be.where(be.greater(winner_if_greater, other), zero, shared))
 
 
 def _constant_zeros(like: Tensor) -> Tensor:
@@ -398,6 +408,7 @@ def add(a, b) -> Tensor:
 
 
 def sub(a, b) -> Tensor:
+    refuse_bool("sub", a, b)
     return SubFunction.apply(*binary_operands("sub", a, b))
 
 
@@ -406,37 +417,94 @@ def mul(a, b) -> Tensor:
 
 
 def div(a, b) -> Tensor:
-    a, b = binary_operands("div", a, b)
-    if a.dtype.kind != "f":  # true division of integers gives float32, as in PyTorch
-        a, b = a.to(dtype=np.float32), b.to(dtype=np.float32)
-    return DivFunction.apply(a, b)
+    if result_dtype(a, b).kind != "f":
+        # True division of integers gives float32, as in PyTorch. Each operand goes to float32
+        # from its own dtype: promoting first would turn uint8 / -4 into uint8 / 252.
+        a, b = (x.to(dtype=np.float32) if isinstance(x, Tensor) else x for x in (a, b))
+    return DivFunction.apply(*binary_operands("div", a, b))
+
+
+def _integer_division_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
+    a, b = binary_operands(op, a, b)
+    refuse_bool(op, a)  # both bool (a bool meeting an integer is an integer division)
+    if a.dtype.kind != "f":
+        # Integers have no inf: NumPy would quietly give 0 for x // 0 where PyTorch raises.
+        # Checking reads one bool back from the device, as PyTorch's check does.
+        be = b.backend
+        # only where there is something to divide: an empty tensor // 0 is empty, as in PyTorch
+        if a.numel() and b.numel() and \
+                bool(be.to_numpy(be.max(be.equal(b.data, b.dtype.type(0))))):
+            raise ZeroDivisionError(f"{op}: integer division by zero")
+    return a, b
+
+
+def reflected_div(a: Tensor, number) -> Tensor:
+    """``number / a`` for a Python number, as PyTorch computes it: number · (1/a). (It differs
+    from number / a in the last bit, and where 1/a overflows or a is inf: 1e-5 / 1e-40 in
+    float32 is inf, and the gradient in a at a = 1e308, number = inf is NaN.)"""
+    if isinstance(number, Tensor):
+        return div(number, a)
+    return mul(div(1, a), number)
 
 
 def floor_divide(a, b) -> Tensor:
-    """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``)."""
-    return FloorDivideFunction.apply(*binary_operands("floor_divide", a, b))
+    """a // b: the quotient rounded toward -inf (Python's and PyTorch's ``//``). An integer
+    division by zero raises ZeroDivisionError, as in PyTorch."""
+    return FloorDivideFunction.apply(*_integer_division_operands("floor_divide", a, b))
 
 
 def remainder(a, b) -> Tensor:
-    """a % b, with the sign of the divisor (Python's and PyTorch's ``%``)."""
-    return RemainderFunction.apply(*binary_operands("remainder", a, b))
+    """a % b, with the sign of the divisor (Python's and PyTorch's ``%``); an integer
+    remainder by zero raises ZeroDivisionError, as in PyTorch."""
+    return RemainderFunction.apply(*_integer_division_operands("remainder", a, b))
 
 
 def neg(a: Tensor) -> Tensor:
+    refuse_bool("neg", a)
     return NegFunction.apply(a)
 
 
 def pow(a, exponent) -> Tensor:  # noqa: A001
-    """a ** exponent. An integer tensor raised to a float gives float32 (as PyTorch), never an
-    exponent truncated to the integer dtype."""
+    """a ** exponent with PyTorch's dtypes: an integer or bool tensor raised to a float gives
+    float32 (never an exponent truncated to the integer dtype), a bool one raised to an
+    integer gives int64. An integer tensor to a negative integer tensor is computed as
+    integers are (1, ±1 for a base of -1, else 0); to a negative integer number it raises."""
     if isinstance(a, Tensor) and not isinstance(exponent, Tensor) and np.ndim(exponent) == 0:
-        if a.dtype.kind != "f" and np.asarray(exponent).dtype.kind == "f":
-            a = a.to(dtype=np.float32)
-        return PowScalarFunction.apply(a, exponent=float(exponent))
-    return PowFunction.apply(*binary_operands("pow", a, exponent))
+        dtype = result_dtype(a, exponent)
+        if dtype == np.bool_:  # bool ** True/False: x ** 1 = x, x ** 0 = True, as PyTorch
+            return pow(a.to(dtype=np.uint8), int(exponent)).to(dtype=np.bool_)
+        if dtype.kind != "f" and exponent < 0:
+            raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                             f"({a.dtype} tensor ** {exponent})")
+        return PowScalarFunction.apply(a.to(dtype=dtype) if dtype != a.dtype else a,
+                                       exponent=float(exponent))
+    a, b = binary_operands("pow", a, exponent)
+    refuse_bool("pow", a)  # both bool: PyTorch has no bool ** bool
+    if a.dtype.kind != "f":
+        return _integer_power(a, b)
+    return PowFunction.apply(a, b)
+
+
+def _integer_power(a: Tensor, b: Tensor) -> Tensor:
+    # a^b for a negative integer b is 1/a^|b|, whose integer part is 1 for a = 1, ±1 for
+    # a = -1 (the sign of b's parity) and 0 for every other base (0 included, as PyTorch's
+    # integer pow gives). Integers have no gradient, so this needs no rule of its own.
+    negative = lt(b, 0)
+    if not bool(negative.any()):
+        return PowFunction.apply(a, b)
+    powers = PowFunction.apply(a, where(negative, 0, b))
+    odd = remainder(b, 2)
+    reciprocal = where(eq(a, 1), 1, where(eq(a, -1), 1 - 2 * odd, 0)).to(dtype=a.dtype)
+    return where(negative, reciprocal, powers)
+
+
+# exp, log, sqrt, tanh and sigmoid of integers and bools are float32, as in PyTorch.
+_FLOAT_VALUED = {"exp", "log", "sqrt", "tanh", "sigmoid"}
 
 
 def _unary(function_class, op: str, a: Tensor, **attrs) -> Tensor:
+    if op in _FLOAT_VALUED and a.dtype.kind != "f":
+        a = a.to(dtype=np.float32)
     require_float(op, a)
     return function_class.apply(a, **attrs)
 
@@ -462,6 +530,7 @@ def sigmoid(a: Tensor) -> Tensor:
 
 
 def relu(a: Tensor) -> Tensor:
+    refuse_bool("relu", a)
     return ReluFunction.apply(a)
 
 
@@ -472,6 +541,7 @@ def gelu(a: Tensor, approximate: str = "none") -> Tensor:
 
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001
+    refuse_bool("abs", a)
     return AbsFunction.apply(a)
 
 
@@ -496,8 +566,8 @@ def clamp(a: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
         # where it is the one chosen.
         out = a if min is None else maximum(a, min)
         return out if max is None else minimum(out, max)
-    low = None if min is None else dtype.type(min)
-    high = None if max is None else dtype.type(max)
+    low = None if min is None else number_as(min, dtype)
+    high = None if max is None else number_as(max, dtype)
     return ClampFunction.apply(a, low=low, high=high)
 
 

@@ -8,8 +8,10 @@ same one-node forward and backward. Instance norm is group norm with one channel
 
 from __future__ import annotations
 
+import math
+
 from ..autograd.tensor import Tensor
-from .nn_ops import batch_norm
+from .nn_ops import BatchNormFunction, batch_norm
 
 
 def _channel_shape(x: Tensor) -> tuple:
@@ -42,8 +44,18 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
         raise ValueError(f"group_norm: num_groups={num_groups} must divide the {channels} "
                          f"channels")
     _check_per_channel("group_norm", x, weight=weight, bias=bias)
+    if x.numel() == 0:  # nothing to normalise: an empty result, still in the graph
+        return _affine(x * 1.0, weight, bias)
+    if n * (channels // num_groups) * math.prod(x.shape[2:]) == 1:
+        # PyTorch's check (a batch norm's "one value per channel" applied to the folded
+        # (N·C/G, G, ...) view): one sample, one channel per group and no spatial extent
+        raise ValueError(f"group_norm: expected more than 1 value per channel when training, "
+                         f"got input of shape {x.shape} with {num_groups} groups")
     folded = x.reshape(1, n * num_groups, -1)
-    normalized = batch_norm(folded, None, None, None, None, True, 0.0, eps).reshape(x.shape)
+    # Straight to the fused op, past batch_norm's "more than 1 value per channel" check: a
+    # group of one value normalises to 0 (x - mean = 0), as PyTorch's group_norm returns.
+    normalized = BatchNormFunction.apply(folded, mean=None, var=None, eps=eps,
+                                         batch_stats=True).reshape(x.shape)
     return _affine(normalized, weight, bias)
 
 

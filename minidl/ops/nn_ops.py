@@ -11,7 +11,7 @@ import numpy as np
 from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor, as_tensor
 from ..random import resolve
-from ._util import broadcast_shape, normalize_axis, require_float
+from ._util import broadcast_shape, normalize_axis, promote_operands, require_float
 from .shape import where
 
 
@@ -307,9 +307,11 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
     """Per element, with positive weight p (1 without ``pos_weight``):
     -[p·y·log σ(x) + (1-y)·log(1 - σ(x))] = (1-y)·x + (1 + (p-1)·y)·softplus(-x),
     where softplus(-x) = log(1 + e^-x) is computed as max(-x, 0) + log(1 + e^-|x|) so e^x never
-    overflows. Derivatives: in x, (1-y) - (1 + (p-1)·y)·σ(-x) (= σ(x) - y when p = 1); in y,
-    -x + (p-1)·softplus(-x) (PyTorch differentiates the target too, e.g. for soft labels
-    produced by another network); in p, y·softplus(-x)."""
+    overflows. Derivatives: in x, (1-y) - (1 + (p-1)·y)·σ(-x) = (1 + (p-1)·y)·σ(x) - p·y
+    (= σ(x) - y when p = 1), written in the second form, PyTorch's: for a negative logit and
+    y = 0 the first is 1 - σ(-x), which cancels to 0 in float32 below x = -17 while σ(x) stays
+    accurate; in y, -x + (p-1)·softplus(-x) (PyTorch differentiates the target too, e.g. for
+    soft labels produced by another network); in p, y·softplus(-x)."""
 
     def forward(self, x, y, pos_weight=None):
         be = self.backend
@@ -322,8 +324,9 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        sigmoid_neg = be.sigmoid(be.neg(self.x))
-        grad_x = be.mul(grad, be.sub(be.sub(1, self.y), be.mul(self.log_weight, sigmoid_neg)))
+        positive_weight = self.y if self.pos_weight is None else be.mul(self.pos_weight, self.y)
+        grad_x = be.mul(grad, be.sub(be.mul(self.log_weight, be.sigmoid(self.x)),
+                                     positive_weight))
         d_y = be.neg(self.x)
         if self.pos_weight is not None:
             d_y = be.add(d_y, be.mul(be.sub(self.pos_weight, 1), self.softplus_neg))
@@ -352,6 +355,11 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
     if target.shape != logits.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: logits of shape {logits.shape} and "
                          f"target of shape {target.shape} differ")
+    loss_dtype = target.dtype if target.dtype.kind == "f" else logits.dtype
+    if loss_dtype != logits.dtype:
+        # Mixed float dtypes compute in the wider one, and the losses come out in the
+        # target's dtype: PyTorch's formula runs in place on (1 - target).
+        logits, target = promote_operands(logits, target)
     inputs = [logits, target.to(dtype=logits.dtype)]
     if pos_weight is not None:
         pos_weight = as_tensor(pos_weight, like=logits).to(dtype=logits.dtype)
@@ -359,6 +367,8 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, weight=None, *,
                         logits.shape)
         inputs.append(pos_weight)
     losses = BinaryCrossEntropyWithLogitsFunction.apply(*inputs)
+    if losses.dtype != loss_dtype:
+        losses = losses.to(dtype=loss_dtype)
     if weight is not None:
         losses = losses * as_tensor(weight, like=logits).to(dtype=logits.dtype)
     return _reduce_loss("binary_cross_entropy_with_logits", losses, reduction)
@@ -430,6 +440,8 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
             raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
     if (weight is None) != (bias is None):
         raise ValueError("layer_norm: give both weight and bias, or neither")
+    if x.numel() == 0:  # nothing to normalise: an empty result, still in the graph
+        return x * 1.0 if weight is None else x * weight + bias
     inputs = (x,) if weight is None else (x, weight, bias)
     return LayerNormFunction.apply(*inputs, normalized_size=int(np.prod(normalized_shape)), eps=eps)
 

@@ -100,7 +100,9 @@ class LSTMRecurrenceFunction(_RecurrenceFunction):
     def backward(self, grad):
         be = self.backend
         steps = len(self.saved)
-        grad_h = be.zeros_like(self.saved[0][0])
+        # shaped like an output h (N, H), which is c's shape: the h fed in may be narrower
+        # (an LSTM with a projection runs this op one step at a time on projected states)
+        grad_h = be.zeros_like(self.saved[0][2])
         grad_c = be.getitem(grad, (steps,))
         gate_grads = [None] * steps
         for t in _order(steps, not self.reverse):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from ._util import normalize_axes
+from ._util import normalize_axes, refuse_bool
 
 
 def _with_kept_dims(be, grad, input_shape, axes, keepdims):
@@ -60,14 +60,17 @@ class SumFunction(Function):
 class ExtremumFunction(Function):
     """max or min: the gradient goes to the elements that attained it, split evenly on ties.
 
-    A NaN is the extremum of any slice holding one (it propagates), so it is the NaN elements
-    that attained it: NaN == NaN is false, so they are matched by being NaN themselves
-    (x != x), as PyTorch does, and the rest of the slice receives 0.
+    A NaN is the extremum of any slice holding one (it propagates). With ``nan_attains`` (max()
+    and min()) it is the NaN elements that attained it: NaN == NaN is false, so they are
+    matched by being NaN themselves (x != x), as PyTorch does, and the rest of the slice
+    receives 0. Without it (amax and amin) no element equals a NaN extremum, so the slice's
+    gradient is g/0 · 0 = nan throughout: PyTorch's amax rule, whose NaN gradient tells the
+    user where the NaN came from.
     """
 
-    def forward(self, a, axes, keepdims, primitive):
+    def forward(self, a, axes, keepdims, primitive, nan_attains=True):
         be = self.backend
-        self.a, self.axes, self.keepdims = a, axes, keepdims
+        self.a, self.axes, self.keepdims, self.nan_attains = a, axes, keepdims, nan_attains
         self.out = getattr(be, primitive)(a, axis=axes, keepdims=True)
         return self.out if keepdims else be.reshape(
             self.out, tuple(n for i, n in enumerate(a.shape)
@@ -76,10 +79,12 @@ class ExtremumFunction(Function):
     def backward(self, grad):
         be = self.backend
         grad = _with_kept_dims(be, grad, self.a.shape, self.axes, self.keepdims)
-        is_nan = be.logical_not(be.equal(self.a, self.a))
-        out_is_nan = be.logical_not(be.equal(self.out, self.out))
-        # "or" and "and" of bools as maximum and minimum (False < True).
-        attained = be.maximum(be.equal(self.a, self.out), be.minimum(is_nan, out_is_nan))
+        attained = be.equal(self.a, self.out)
+        if self.nan_attains:
+            is_nan = be.logical_not(be.equal(self.a, self.a))
+            out_is_nan = be.logical_not(be.equal(self.out, self.out))
+            # "or" and "and" of bools as maximum and minimum (False < True).
+            attained = be.maximum(attained, be.minimum(is_nan, out_is_nan))
         winners = be.astype(attained, grad.dtype)
         count = be.sum(winners, axis=self.axes, keepdims=True)
         return be.mul(winners, be.div(grad, count))
@@ -127,10 +132,10 @@ class ArgMinFunction(_ArgExtremumFunction):
 def sum(a: Tensor, axis=None, keepdims: bool = False, *, dim=None,
         keepdim=None) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (alias ``dim``; an int, a tuple, or None for all); bools and integers
-    sum to int64, as in PyTorch."""
+    of every width sum to int64, as in PyTorch."""
     axes = normalize_axes("sum", _axis_or_dim(axis, dim), a.ndim)
     keepdims = _keep(keepdims, keepdim)
-    if a.dtype.kind == "b":
+    if a.dtype.kind in "biu" and a.dtype != np.int64:
         a = a.to(dtype=np.int64)
     return SumFunction.apply(a, axes=axes, keepdims=keepdims)
 
@@ -147,22 +152,26 @@ def mean(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None
     return total * (1.0 / count if count else float("nan"))
 
 
-def _extremum(op: str, a: Tensor, axis, keepdims: bool) -> Tensor:
+def _extremum(op: str, a: Tensor, axis, keepdims: bool, nan_attains: bool = True) -> Tensor:
     axes = normalize_axes(op, axis, a.ndim)
     reduced = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
     if reduced == 0:
         raise ValueError(f"{op}: cannot reduce over a zero-size dimension (shape {a.shape})")
-    return ExtremumFunction.apply(a, axes=axes, keepdims=keepdims, primitive=op)
+    return ExtremumFunction.apply(a, axes=axes, keepdims=keepdims, primitive=op,
+                                  nan_attains=nan_attains)
 
 
 def amax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
-    """The largest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
-    return _extremum("max", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
+    """The largest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``.
+    Ties share the gradient evenly; a slice whose maximum is NaN gets a NaN gradient, as in
+    PyTorch."""
+    return _extremum("max", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim), False)
 
 
 def amin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
-    """The smallest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``."""
-    return _extremum("min", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim))
+    """The smallest value over ``axis`` (an int, a tuple, or None for all); alias ``dim``;
+    gradients as :func:`amax`'s."""
+    return _extremum("min", a, _axis_or_dim(axis, dim), _keep(keepdims, keepdim), False)
 
 
 #: What ``max(dim)`` / ``min(dim)`` return, as PyTorch's ``torch.return_types.max``: a tuple
@@ -183,7 +192,9 @@ def _extremum_with_indices(op, result_type, a, axis, keepdims, other):
         raise TypeError(f"{op}: axis must be a single int (it returns the index along it); "
                         f"use {'amax' if op == 'max' else 'amin'} to reduce over {axis!r}")
     values = _extremum(op, a, axis, keepdims)
-    indices = (argmax if op == "max" else argmin)(a, axis=axis, keepdims=keepdims)
+    # PyTorch defines max(dim) of bools though not argmax: their indices are uint8's
+    indices = (argmax if op == "max" else argmin)(
+        a.to(dtype=np.uint8) if a.dtype == np.bool_ else a, axis=axis, keepdims=keepdims)
     return result_type(values, indices)
 
 
@@ -236,16 +247,54 @@ def var(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=No
         raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
     axes = normalize_axes("var", _axis_or_dim(axis, dim), a.ndim)
     count = a.numel() if axes is None else int(np.prod([a.shape[i] for i in axes]))
-    centered = a - mean(a, axis=axes, keepdims=True)
+    # Σ(x/N) rather than Σx/N: the sum of values near the float range's end would overflow
+    # (two float32 3e38s sum to inf) where the mean itself, and so the spread, is finite.
+    average = sum(a * (1.0 / count if count else float("nan")), axis=axes, keepdims=True)
+    # d var/dx_i = 2(x_i - mean)/(N - correction), PyTorch's formula: the path through the
+    # mean would add -2/N·Σ(x_j - mean)/(N - correction), which is 0 in exact arithmetic but
+    # not in rounded (a -1e308 next to a 1) and inf - inf = nan for a divisor of 0. So the
+    # mean is a constant for the gradient (recorded, so an export still computes it).
+    centered = a - StopGradientFunction.apply(average)
     squares = sum(centered * centered, axis=axes, keepdims=_keep(keepdims, keepdim))
     return squares / a.dtype.type(builtins.max(count - correction, 0))
 
 
+class StopGradientFunction(Function):
+    """The identity, with a zero gradient: ``detach`` as a recorded op, so that a traced
+    export computes the value (an ONNX Identity) instead of taking it as a constant."""
+
+    def forward(self, a):
+        return a
+
+    def backward(self, grad):
+        return self.backend.zeros_like(grad)
+
+
+class StdFunction(Function):
+    """The square root of a variance, whose gradient is 0 where the variance is 0.
+
+    d sqrt(v)/dv = 1/(2 sqrt(v)) is infinite at v = 0, where the variance's own gradient is
+    0: the product would be nan. A constant input is a minimum of the spread, so 0 is the
+    answer PyTorch gives too (it masks the zero results in ``std_backward``).
+    """
+
+    def forward(self, variance):
+        self.out = self.backend.sqrt(variance)
+        return self.out
+
+    def backward(self, grad):
+        be = self.backend
+        zero = grad.dtype.type(0)
+        scaled = be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
+        return be.where(be.equal(self.out, zero), zero, scaled)
+
+
 def std(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=None,
         keepdim=None, unbiased=None) -> Tensor:
-    """Standard deviation: the square root of :func:`var` (same arguments)."""
-    from .elementwise import sqrt
-    return sqrt(var(a, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased))
+    """Standard deviation: the square root of :func:`var` (same arguments). Its gradient is 0
+    where the spread is 0 (a constant slice), as in PyTorch."""
+    return StdFunction.apply(var(a, axis, keepdims, correction, dim=dim, keepdim=keepdim,
+                                 unbiased=unbiased))
 
 
 def _index_axis(op: str, axis, ndim: int):
@@ -259,26 +308,31 @@ def _index_axis(op: str, axis, ndim: int):
 def argmax(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the largest element along ``axis`` (alias ``dim``; of the flattened tensor when
     None); the first one on ties."""
+    refuse_bool("argmax", a)
     return ArgMaxFunction.apply(a, axis=_index_axis("argmax", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
 def argmin(a: Tensor, axis=None, keepdims: bool = False, *, dim=None, keepdim=None) -> Tensor:
     """Index of the smallest element along ``axis`` (alias ``dim``); the first one on ties."""
+    refuse_bool("argmin", a)
     return ArgMinFunction.apply(a, axis=_index_axis("argmin", _axis_or_dim(axis, dim), a.ndim),
                         keepdims=_keep(keepdims, keepdim))
 
 
 def _any_all(op: str, primitive: str, a: Tensor, axis, keepdims, dim, keepdim) -> Tensor:
     axes = normalize_axes(op, _axis_or_dim(axis, dim), a.ndim)
+    # PyTorch answers in uint8 for a uint8 input (its any/all predate the bool dtype)
+    dtype = a.dtype if a.dtype == np.uint8 else np.dtype(np.bool_)
     if a.dtype.kind != "b":
         a = a != 0
     if a.numel() == 0 or (axes is not None and 0 in [a.shape[i] for i in axes]):
         # over nothing: any is False and all is True (the identities of "or" and "and")
         shape = _reduced_shape(a.shape, axes, _keep(keepdims, keepdim))
-        return Tensor._wrap(a.backend.full(shape, op == "all", np.bool_), a.device)
-    return _AnyAllFunction.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim),
-                                 primitive=primitive)
+        return Tensor._wrap(a.backend.full(shape, op == "all", dtype), a.device)
+    out = _AnyAllFunction.apply(a, axes=axes, keepdims=_keep(keepdims, keepdim),
+                                primitive=primitive)
+    return out if dtype == np.bool_ else out.to(dtype=dtype)
 
 
 def _reduced_shape(shape, axes, keepdims):

@@ -22,10 +22,10 @@ import math
 import numpy as np
 
 from ..autograd.tensor import Tensor
-from ..ops.shape import cat
 from .sizes import int_pair
 from .pool import max_pool2d
-from .reduction import ExtremumFunction
+from .reduction import amax, argmax
+from .shape import cat, where
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -33,26 +33,68 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
-def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
-    """Max pooling of x (N, C, H, W) to ``output_size`` cells (None keeps that axis)."""
+def _adaptive_cells(x: Tensor, output_size) -> tuple[int, int]:
     if x.ndim != 4:
         raise ValueError(f"adaptive_max_pool2d: input must be 4-D (N, C, H, W), got {x.shape}")
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 2
     out_h, out_w = (x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
     out_h, out_w = int_pair((out_h, out_w), "adaptive_max_pool2d", "output_size")
-    h, w = x.shape[2:]
     if min(out_h, out_w) < 1:
         raise ValueError(f"adaptive_max_pool2d: output_size must be >= 1, got {output_size!r}")
+    return out_h, out_w
+
+
+def adaptive_max_pool2d(x: Tensor, output_size) -> Tensor:
+    """Max pooling of x (N, C, H, W) to ``output_size`` cells (None keeps that axis)."""
+    out_h, out_w = _adaptive_cells(x, output_size)
+    h, w = x.shape[2:]
     if h % out_h == 0 and w % out_w == 0:  # equal windows: one ordinary pooling
         return max_pool2d(x, (h // out_h, w // out_w))
-    # A window is a rectangle, so its max is the max over rows of the max over columns: one
-    # reduction per output row and per output column rather than per output cell.
-    rows = cat([_max_over(x[:, :, a:b, :], 2) for a, b in adaptive_windows(h, out_h)], axis=2)
-    return cat([_max_over(rows[:, :, :, a:b], 3) for a, b in adaptive_windows(w, out_w)], axis=3)
+    # Windows of unequal sizes, gathered into (N, C, out_h, out_w, kh·kw) with short windows
+    # padded by repeating their first cell. Each output reads the first largest cell of its
+    # window (row by row, as max_pool2d and PyTorch do), or its last NaN (PyTorch's scan
+    # replaces the maximum by every NaN it meets), through an index: its gradient goes to
+    # that one cell, not split between tied cells (common after a ReLU).
+    (rows, row_valid), (cols, col_valid) = _window_cells(h, out_h), _window_cells(w, out_w)
+    n, c = x.shape[:2]
+    windows = x[:, :, rows[:, :, None, None], cols[None, None, :, :]]  # N, C, oh, kh, ow, kw
+    windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(n, c, out_h, out_w, -1)
+    # each slot's place in its window's scan, -1 for padding (never the last NaN)
+    valid = row_valid[:, None, :, None] & col_valid[None, :, None, :]
+    places = np.where(valid, np.arange(valid.shape[2] * valid.shape[3]).reshape(
+        valid.shape[2:]), -1).reshape(out_h, out_w, -1)
+    scanned = windows.detach()
+    is_nan = scanned != scanned
+    last_nan = argmax(where(is_nan, Tensor(places, device=x.device), -1), axis=4)
+    pick = where(is_nan.any(dim=4), last_nan, argmax(scanned, axis=4))
+    flat = windows.reshape(n * c * out_h * out_w, -1)
+    return flat[np.arange(flat.shape[0]), pick.reshape(-1)].reshape(n, c, out_h, out_w)
 
 
-def _max_over(x: Tensor, axis: int) -> Tensor:
-    return ExtremumFunction.apply(x, axes=(axis,), keepdims=True, primitive="max")
+def adaptive_max_pool2d_by_reductions(x: Tensor, output_size) -> Tensor:
+    """The values of :func:`adaptive_max_pool2d` as ops ONNX has (MaxPool, or slices,
+    ReduceMax and Concat), for export: a window is a rectangle, so its max is the max over
+    rows of the max over columns, one reduction per output row and per output column. (Its
+    gradient would split ties, so training uses the gather above.)"""
+    out_h, out_w = _adaptive_cells(x, output_size)
+    h, w = x.shape[2:]
+    if h % out_h == 0 and w % out_w == 0:
+        return max_pool2d(x, (h // out_h, w // out_w))
+    rows = cat([amax(x[:, :, a:b, :], 2, True) for a, b in adaptive_windows(h, out_h)], axis=2)
+    return cat([amax(rows[:, :, :, a:b], 3, True) for a, b in adaptive_windows(w, out_w)],
+               axis=3)
+
+
+def _window_cells(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """(out, widest window) input indices of each adaptive window, short windows padded with
+    their first index (a repeat never wins over the first occurrence of a maximum), and
+    which of them are the window's own."""
+    windows = adaptive_windows(size, out)
+    width = max(b - a for a, b in windows)
+    offsets = np.arange(width)
+    starts, stops = (np.array(ends)[:, None] for ends in zip(*windows))
+    own = starts + offsets < stops
+    return np.where(own, starts + offsets, starts), own
 
 
 def _output_sizes(x: Tensor, size, scale_factor) -> tuple[list, list]:
@@ -115,7 +157,10 @@ def interpolate(x: Tensor, size=None, scale_factor=None, mode: str = "nearest",
     if mode == "bilinear":
         if x.ndim != 4:
             raise ValueError(f"interpolate: bilinear needs a 4-D input, got shape {x.shape}")
-        for i, (size_in, size_out, scale) in enumerate(zip(x.shape[2:], sizes, scales)):
+        # along the width first, then the height: PyTorch's order of the products, which
+        # decides where 0·inf makes a NaN when the input holds infinities
+        for i, (size_in, size_out, scale) in reversed(list(enumerate(zip(x.shape[2:], sizes,
+                                                                          scales)))):
             x = _linear_along(x, 2 + i, size_in, size_out, scale, bool(align_corners))
         return x
     raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")

@@ -338,23 +338,82 @@ def _flat_index(a: Tensor, index) -> tuple:
     return tuple(flat)
 
 
+def _is_int_part(part) -> bool:
+    return isinstance(part, (int, np.integer)) and not isinstance(part, bool)
+
+
+def _is_array_part(part) -> bool:
+    return not _is_int_part(part) and part is not None and part is not Ellipsis and \
+        not isinstance(part, slice)
+
+
+def _block_placement(index: tuple, ndim: int) -> tuple[int, int] | None:
+    """Where PyTorch puts the dimensions of the index arrays when NumPy puts them elsewhere:
+    ``(block, position)``, the block's number of dimensions and the output axis it starts
+    at, or None when the two agree.
+
+    Both libraries keep the block in place when the index arrays are adjacent, and move it to
+    the front when something separates them. They differ on what an integer is: NumPy counts
+    it as one more index array (a 0-d one), PyTorch selects with it first, as basic indexing.
+    So in ``x[0, :, [1, 3]]`` NumPy sees two arrays apart and puts the block first (shape
+    (2, 3) for x of shape (2, 3, 4)); PyTorch sees one array after a slice and keeps it there
+    (shape (3, 2)).
+    """
+    is_int, is_array = _is_int_part, _is_array_part
+    arrays = [i for i, part in enumerate(index) if is_array(part)]
+    if not arrays or not any(is_int(part) for part in index) or \
+            any(part is None for part in index):
+        return None
+    advanced = [i for i, part in enumerate(index) if is_array(part) or is_int(part)]
+    if advanced[-1] - advanced[0] == len(advanced) - 1:
+        return None  # adjacent for NumPy, so for PyTorch too, at the same place
+    without_ints = [part for part in index if not is_int(part)]
+    arrays = [i for i, part in enumerate(without_ints) if is_array(part)]
+    if arrays[-1] - arrays[0] != len(arrays) - 1:
+        return None  # apart for PyTorch too: both put the block first
+    consumed = sum(part is not Ellipsis for part in index)
+    position = sum(ndim - consumed if part is Ellipsis else 1
+                   for part in without_ints[:arrays[0]])
+    block = len(np.broadcast_shapes(*(tuple(part.shape) for part in index if is_array(part))))
+    return block, position
+
+
+def _block_order(placement, ndim: int) -> tuple[int, ...]:
+    """The axes of NumPy's result in PyTorch's order: the leading block moved to its place."""
+    block, position = placement
+    return tuple(range(block, block + position)) + tuple(range(block)) + \
+        tuple(range(block + position, ndim))
+
+
 def getitem(a: Tensor, index) -> Tensor:
+    flat = _flat_index(a, index)
     try:
-        return GetItemFunction.apply(a, index=_flat_index(a, index))
+        out = GetItemFunction.apply(a, index=flat)
     except IndexError as error:
         raise IndexError(f"getitem: {error} (tensor shape {a.shape})") from None
+    placement = _block_placement(flat, a.ndim)
+    return out if placement is None else permute(out, *_block_order(placement, out.ndim))
 
 
 def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
     """A copy of ``a`` with ``a[index] = values`` (``+=`` with ``accumulate``), differentiable
     in both; ``x[index] = values`` and ``x.index_put_`` are the in-place forms. ``index`` is
     anything ``a[index]`` accepts (a tuple of index tensors, as PyTorch's ``indices``, too)."""
+    flat = _flat_index(a, index)
+    if isinstance(values, Tensor) and values.dtype != a.dtype and \
+            any(_is_array_part(part) for part in flat):
+        # PyTorch casts values written through slices (a copy) but not through index arrays
+        raise TypeError(f"index_put: values are {values.dtype} but the tensor is {a.dtype}; "
+                        f"with index arrays the dtypes must match, as in PyTorch (cast the "
+                        f"values with .to(dtype=...))")
+    if a.dtype.kind in "iu" and isinstance(values, float) and not np.isfinite(values):
+        raise ValueError(f"index_put: {values} cannot be converted to {a.dtype} without "
+                         f"overflow, as PyTorch says (NumPy would write {np.iinfo(a.dtype).min})")
     values = as_tensor(values, like=a)
     if values.device != a.device:
         raise ValueError(f"index_put: values are on {values.device}, the tensor on {a.device}")
     if values.dtype != a.dtype:
         values = values.to(dtype=a.dtype)
-    flat = _flat_index(a, index)
     try:
         region = getitem(a.detach(), flat).shape
     except IndexError as error:
@@ -362,6 +421,10 @@ def index_put(a: Tensor, index, values, accumulate: bool = False) -> Tensor:
     if broadcast_shape("index_put", region, values.shape) != tuple(region):
         raise ValueError(f"index_put: values of shape {values.shape} cannot be broadcast to the "
                          f"indexed shape {tuple(region)}")
+    placement = _block_placement(flat, a.ndim)
+    if placement is not None:  # values come in PyTorch's layout; NumPy's setitem wants its own
+        order = _block_order(placement, len(region))
+        values = permute(broadcast_to(values, region), *np.argsort(order).tolist())
     return IndexPutFunction.apply(a, values, index=flat, accumulate=bool(accumulate))
 
 
@@ -382,8 +445,10 @@ def cat(tensors, axis: int = 0, dim: int | None = None) -> Tensor:
         if t.ndim != first.ndim or any(n != m for i, (n, m) in enumerate(zip(t.shape, first.shape))
                                        if i != axis):
             raise ValueError(f"cat: shapes {[x.shape for x in tensors]} differ outside axis {axis}")
-        if t.dtype != first.dtype:
-            raise TypeError(f"cat: dtypes differ ({first.dtype} and {t.dtype})")
+    if any(t.dtype != first.dtype for t in tensors):
+        # PyTorch promotes mixed dtypes (int64 with float32 is float32); each input's gradient
+        # comes back through its cast, in its own dtype.
+        tensors = promote_operands(*tensors)
     return ConcatenateFunction.apply(*tensors, axis=axis)
 
 

@@ -40,8 +40,9 @@ OPS = {
     "resample": (lambda d, x: resample.adaptive_max_pool2d(x, (2, 3)).sum()
                  + resample.interpolate(x, scale_factor=2).sum()
                  + resample.interpolate(x, size=(3, 7), mode="bilinear").sum(),
-                 [normal(2, 2, 5, 4)], 2 + 2 * 3),  # nearest: an index array per axis;
-    # bilinear: per axis two index arrays and one weight table
+                 [normal(2, 2, 5, 4)], 4 + 2 + 2 * 3),  # adaptive max: the windows' rows,
+    # columns, scan places and a row count; nearest: an index array per axis; bilinear: per
+    # axis two index arrays and one weight table
 }
 
 

@@ -114,7 +114,7 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNN(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="proj_size"):
-        nn.LSTM(3, 4, proj_size=2)
+        nn.LSTM(3, 4, proj_size=4)  # must be smaller than hidden_size, as in PyTorch
     with pytest.raises(ValueError, match="input"):
         nn.LSTM(3, 4)(md.zeros(5, 2, 7))
     with pytest.raises(ValueError, match="h_0"):

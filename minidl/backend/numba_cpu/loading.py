@@ -31,11 +31,14 @@ when the cache is there.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
 import sys
 import threading
+
+import numpy as np
 
 from ..reference import ReferenceBackend
 from ..threads import apply_to_numba
@@ -70,6 +73,12 @@ def load_kernels() -> None:
         _state["loaded"] = True
 
 
+# Kernel modules whose primitives compute values from their inputs and return new arrays (the
+# optimizer updates write in place, the random ones take a dtype rather than arrays).
+_HALF_THROUGH_FLOAT32 = {"conv", "pool", "nn_kernels", "rnn_kernels"}
+_FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
 def _kernel(module: str, name: str):
     load_kernels()
     kernel_module = importlib.import_module(f"{__package__}.{module}")
@@ -79,7 +88,8 @@ def _kernel(module: str, name: str):
             _state["said_compiling"] = True
             print("minidl: compiling kernels (first run only; later runs load them from "
                   "Numba's cache)...", file=sys.stderr, flush=True)
-    return getattr(kernel_module, name)
+    function = getattr(kernel_module, name)
+    return half_through_float32(function) if module in _HALF_THROUGH_FLOAT32 else function
 
 
 def not_cached(kernel_module) -> bool:
@@ -95,6 +105,29 @@ def not_cached(kernel_module) -> bool:
         if index_path is not None:  # None: a kernel without cache=True, or another Numba
             index_paths.append(index_path)
     return bool(index_paths) and not any(os.path.exists(p) for p in index_paths)
+
+
+def half_through_float32(function):
+    """``function`` (a kernel) taking float16 arrays too: Numba has no float16 arithmetic, so
+    float16 inputs are widened to float32 and the float32 results rounded back to float16 once,
+    which is what PyTorch's CPU kernels do for half precision (they accumulate in float32).
+    Whether to widen is read from the first argument, the array the primitive computes on."""
+    @functools.wraps(function)
+    def kernel(*args):
+        if getattr(args[0], "dtype", None) != _FLOAT16:
+            return function(*args)
+        widened = [a.astype(_FLOAT32) if getattr(a, "dtype", None) == _FLOAT16 else a
+                   for a in args]
+        return _round_to_half(function(*widened))
+    return kernel
+
+
+def _round_to_half(result):
+    if isinstance(result, tuple):
+        return tuple(_round_to_half(r) for r in result)
+    if isinstance(result, np.ndarray) and result.dtype == _FLOAT32:
+        return result.astype(_FLOAT16)
+    return result
 
 
 class Kernel:

@@ -159,6 +159,10 @@ def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, loss
         target = targets[r]
         if target == ignore_index:
             losses[r] = 0
+        elif smoothing == 0.0:
+            # no smoothing term at all: 0 · Σ logp would be nan where a log-probability is -inf
+            # (a logit 1e308 below the largest), as the reference leaves it out too
+            losses[r] = -log_probs[r, target]
         else:
             losses[r] = -(1.0 - smoothing) * log_probs[r, target] - smoothing / num_classes * sum_log_probs
 

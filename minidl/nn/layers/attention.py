@@ -21,7 +21,7 @@ from ...autograd.tensor import Tensor
 from ...ops.attention import causal_mask
 from ...ops.linalg import linear
 from ...ops.nn_ops import dropout, softmax
-from ...ops.shape import where
+from ...ops.shape import cat, where
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
@@ -42,6 +42,14 @@ def _additive(mask: Tensor | None, dtype, name: str) -> Tensor | None:
     return mask
 
 
+def _with_open_keys(mask: Tensor | None, count: int) -> Tensor | None:
+    """An additive mask with ``count`` columns of 0 appended along the keys (its last axis)."""
+    if mask is None or count == 0:
+        return mask
+    zeros = Tensor._wrap(mask.backend.zeros(mask.shape[:-1] + (count,), mask.dtype), mask.device)
+    return cat([mask, zeros], axis=-1)
+
+
 @register_module
 class MultiheadAttention(Module):
     """Attention of queries over keys/values in ``num_heads`` heads; returns
@@ -55,9 +63,6 @@ class MultiheadAttention(Module):
         if num_heads < 1 or embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: num_heads={num_heads} must divide "
                              f"embed_dim={embed_dim}")
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("MultiheadAttention: add_bias_kv and add_zero_attn are not "
-                             "supported")
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
         self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
@@ -86,6 +91,18 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
+        # add_bias_kv: one learned key and value appended to every sequence of keys/values
+        # (a place to put attention that no real key should get); add_zero_attn: an all-zero
+        # key and value appended after the projections (a score of 0 to every query).
+        if add_bias_kv:
+            self.bias_k = Parameter(np.empty((1, 1, embed_dim), dtype))
+            self.bias_v = Parameter(np.empty((1, 1, embed_dim), dtype))
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+        else:
+            self.register_parameter("bias_k", None)
+            self.register_parameter("bias_v", None)
+        self.add_zero_attn = bool(add_zero_attn)
 
     def _projections(self):
         e = self.embed_dim
@@ -115,19 +132,32 @@ class MultiheadAttention(Module):
                              f"value {value.shape} do not fit embed_dim={self.embed_dim}, "
                              f"kdim={self.kdim}, vdim={self.vdim}")
         (wq, wk, wv), (bq, bk, bv) = self._projections()
-        # (L, N, E) -> (N, H, L, E/H): heads split off the feature axis. The batch keeps an axis
-        # of its own throughout, so an exported graph works at any batch size.
-        q = linear(query, wq, bq).reshape(length, batch, heads, head_dim).permute(1, 2, 0, 3)
-        k = linear(key, wk, bk).reshape(source, batch, heads, head_dim).permute(1, 2, 0, 3)
-        v = linear(value, wv, bv).reshape(source, batch, heads, head_dim).permute(1, 2, 0, 3)
+        k, v = linear(key, wk, bk), linear(value, wv, bv)  # (S, N, E)
         if is_causal and attn_mask is None:
             attn_mask = ~causal_mask(length, source, query.device)  # True: blocked
-        mask = _additive(attn_mask, q.dtype, "attn_mask")
+        appended = []
+        if self.bias_k is not None:
+            appended.append((self.bias_k.expand(1, batch, self.embed_dim),
+                             self.bias_v.expand(1, batch, self.embed_dim)))
+        if self.add_zero_attn:
+            zeros = Tensor._wrap(k.backend.zeros((1, batch, self.embed_dim), k.dtype), k.device)
+            appended.append((zeros, zeros))
+        for extra_k, extra_v in appended:
+            k, v = cat([k, extra_k]), cat([v, extra_v])
+        # (L, N, E) -> (N, H, L, E/H): heads split off the feature axis. The batch keeps an axis
+        # of its own throughout, so an exported graph works at any batch size.
+        keys = source + len(appended)
+        q = linear(query, wq, bq).reshape(length, batch, heads, head_dim).permute(1, 2, 0, 3)
+        k = k.reshape(keys, batch, heads, head_dim).permute(1, 2, 0, 3)
+        v = v.reshape(keys, batch, heads, head_dim).permute(1, 2, 0, 3)
+        # The appended keys are attended by every query: masks get columns of 0 for them.
+        mask = _with_open_keys(_additive(attn_mask, q.dtype, "attn_mask"), len(appended))
         if mask is not None and mask.ndim == 3:  # one (L, S) mask per (sample, head)
-            mask = mask.reshape(batch, heads, length, source)
-        padding = _additive(key_padding_mask, q.dtype, "key_padding_mask")
+            mask = mask.reshape(batch, heads, length, keys)
+        padding = _with_open_keys(_additive(key_padding_mask, q.dtype, "key_padding_mask"),
+                                  len(appended))
         if padding is not None:
-            padding = padding.reshape(batch, 1, 1, source)
+            padding = padding.reshape(batch, 1, 1, keys)
             mask = padding if mask is None else mask + padding
         scores = (q * (1.0 / math.sqrt(head_dim))) @ k.transpose(2, 3)
         weights = softmax(scores if mask is None else scores + mask, -1)
@@ -148,5 +178,6 @@ class MultiheadAttention(Module):
     def get_config(self):
         return {"embed_dim": self.embed_dim, "num_heads": self.num_heads,
                 "dropout": self.dropout, "bias": self.in_proj_bias is not None,
+                "add_bias_kv": self.bias_k is not None, "add_zero_attn": self.add_zero_attn,
                 "kdim": self.kdim, "vdim": self.vdim, "batch_first": self.batch_first,
                 "dtype": str(self.out_proj.weight.dtype)}

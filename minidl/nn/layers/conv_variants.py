@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.conv1d import conv1d
+from ...ops.conv1d import conv1d, conv1d_padding
 from ...ops.sizes import int_pair, single_int
-from ...ops.conv_transpose import conv_transpose2d
+from ...ops.conv_transpose import conv_transpose2d, output_padding_for
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
@@ -35,8 +35,8 @@ class Conv1d(Module):
         _check_groups("Conv1d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = single_int(kernel_size, "Conv1d", "kernel_size")
-        self.stride, self.padding = single_int(stride, "Conv1d", "stride"), \
-            single_int(padding, "Conv1d", "padding")
+        self.stride = single_int(stride, "Conv1d", "stride")
+        self.padding = conv1d_padding(padding, self.stride, "Conv1d")
         self.dilation = single_int(dilation, "Conv1d", "dilation")
         self.weight = Parameter(np.empty((out_channels, in_channels // groups,
                                           self.kernel_size), dtype))
@@ -79,9 +79,15 @@ class ConvTranspose2d(Module):
         fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]
         init.default_affine_init_(self.weight, self.bias, fan_in, generator)
 
-    def forward(self, x):
+    def forward(self, x, output_size=None):
+        """The transposed convolution of x; ``output_size`` ((H, W) or (N, C, H, W)) picks one
+        of the sizes a strided convolution maps back from, as in PyTorch (it overrides
+        ``output_padding``)."""
+        output_padding = self.output_padding if output_size is None else output_padding_for(
+            "ConvTranspose2d", x.shape, output_size, self.kernel_size, self.stride,
+            self.padding, self.dilation)
         return conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                self.output_padding, self.groups, self.dilation)
+                                output_padding, self.groups, self.dilation)
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,

@@ -4,9 +4,12 @@ names and shapes, and returns.
 Parameters per layer k and direction (suffix ``_reverse`` for the backward one):
 ``weight_ih_l{k}`` (G·H, in), ``weight_hh_l{k}`` (G·H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}``
 (G·H,), with G = 1 (RNN), 3 (GRU: reset, update, new) or 4 (LSTM: input, forget, cell, output),
-all initialised U(-1/√H, 1/√H) as in PyTorch. Inputs are (T, N, in) -- (N, T, in) with
-``batch_first`` -- or one unbatched sequence (T, in). ``dropout`` applies between stacked
-layers in training. Each direction of each layer is one op (see :mod:`minidl.ops.recurrent`).
+all initialised U(-1/√H, 1/√H) as in PyTorch. An LSTM with ``proj_size`` P > 0 also has
+``weight_hr_l{k}`` (P, H): its state h is the cell's output projected to P features, so
+``weight_hh`` is (4H, P) and the outputs and h_n have P features. Inputs are (T, N, in) --
+(N, T, in) with ``batch_first`` -- or one unbatched sequence (T, in). ``dropout`` applies
+between stacked layers in training. Each direction of each layer is one op (see
+:mod:`minidl.ops.recurrent`); with a projection, one op per step and the projection.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import numpy as np
 
 from ...autograd.tensor import Tensor
+from ...ops.linalg import linear
 from ...ops.nn_ops import dropout
 from ...ops.recurrent import recurrence
 from ...ops.shape import cat, stack
@@ -41,25 +45,34 @@ class _RecurrentLayer(Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, nonlinearity: str = "tanh", dtype=np.float32):
+                 bidirectional: bool = False, nonlinearity: str = "tanh", dtype=np.float32,
+                 proj_size: int = 0):
         super().__init__()
         _check_sizes(self.mode, nonlinearity, input_size=input_size, hidden_size=hidden_size,
                      num_layers=num_layers)
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{self.mode}: dropout must be in [0, 1], got {dropout!r}")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or \
+                not 0 <= proj_size < hidden_size:
+            raise ValueError(f"{self.mode}: proj_size must be an int in [0, hidden_size="
+                             f"{hidden_size}), got {proj_size!r}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
         self.bidirectional, self.nonlinearity = bool(bidirectional), nonlinearity
+        self.proj_size = proj_size
+        state_size = proj_size or hidden_size  # the features of h, of the outputs, of h_n
         gates = _GATES[self.mode] * hidden_size
         bound = 1.0 / math.sqrt(hidden_size)
         for layer in range(num_layers):
-            width = input_size if layer == 0 else hidden_size * self.directions
+            width = input_size if layer == 0 else state_size * self.directions
             for suffix in self._suffixes():
                 shapes = {f"weight_ih_l{layer}{suffix}": (gates, width),
-                          f"weight_hh_l{layer}{suffix}": (gates, hidden_size)}
+                          f"weight_hh_l{layer}{suffix}": (gates, state_size)}
                 if bias:
                     shapes[f"bias_ih_l{layer}{suffix}"] = (gates,)
                     shapes[f"bias_hh_l{layer}{suffix}"] = (gates,)
+                if proj_size:
+                    shapes[f"weight_hr_l{layer}{suffix}"] = (proj_size, hidden_size)
                 for name, shape in shapes.items():
                     parameter = Parameter(np.empty(shape, dtype))
                     init.uniform_(parameter, -bound, bound)
@@ -72,12 +85,15 @@ class _RecurrentLayer(Module):
     def _suffixes(self):
         return ("", "_reverse") if self.bidirectional else ("",)
 
-    def _zeros(self, like: Tensor, batch: int) -> Tensor:
-        shape = (self.num_layers * self.directions, batch, self.hidden_size)
+    def _state_size(self, name: str) -> int:
+        return self.proj_size if name == "h_0" and self.proj_size else self.hidden_size
+
+    def _zeros(self, like: Tensor, batch: int, name: str) -> Tensor:
+        shape = (self.num_layers * self.directions, batch, self._state_size(name))
         return Tensor._wrap(like.backend.zeros(shape, like.dtype), like.device)
 
     def _check_state(self, name: str, state: Tensor, batch: int, batched: bool) -> Tensor:
-        expected = (self.num_layers * self.directions, batch, self.hidden_size)
+        expected = (self.num_layers * self.directions, batch, self._state_size(name))
         if not batched:
             if state.shape != expected[::2]:
                 raise ValueError(f"{self.mode}: {name} must have shape {expected[::2]} for an "
@@ -99,7 +115,7 @@ class _RecurrentLayer(Module):
         steps, batch = x.shape[:2]
         names = ("h_0", "c_0") if self.mode == "LSTM" else ("h_0",)
         if hx is None:
-            states = [self._zeros(x, batch) for _ in names]
+            states = [self._zeros(x, batch, name) for name in names]
         else:
             given = hx if self.mode == "LSTM" else (hx,)
             if len(given) != len(names):
@@ -113,9 +129,15 @@ class _RecurrentLayer(Module):
                 index = layer * self.directions + direction
                 weights = [getattr(self, f"{kind}_l{layer}{suffix}") for kind in
                            ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:4 if self.bias else 2]]
-                out = recurrence(self.mode, x, [s[index] for s in states], *weights,
-                                 reverse=direction == 1, nonlinearity=self.nonlinearity)
-                if self.mode == "LSTM":
+                if self.proj_size:
+                    out, last_c = _projected_lstm(
+                        x, [s[index] for s in states], weights,
+                        getattr(self, f"weight_hr_l{layer}{suffix}"), reverse=direction == 1)
+                    finals[1].append(last_c)
+                else:
+                    out = recurrence(self.mode, x, [s[index] for s in states], *weights,
+                                     reverse=direction == 1, nonlinearity=self.nonlinearity)
+                if self.mode == "LSTM" and not self.proj_size:
                     out, last_c = out[:steps], out[steps]
                     finals[1].append(last_c)
                 # The backward direction ends at t = 0.
@@ -139,7 +161,25 @@ class _RecurrentLayer(Module):
                   "dtype": str(self.weight_ih_l0.dtype)}
         if self.mode == "RNN":
             config["nonlinearity"] = self.nonlinearity
+        if self.mode == "LSTM":
+            config["proj_size"] = self.proj_size
         return config
+
+
+def _projected_lstm(x: Tensor, states, weights, w_hr: Tensor, reverse: bool):
+    """One direction of an LSTM layer whose state h is projected: h_t = (o ⊙ tanh c_t)·W_hrᵀ.
+    The projected h feeds the next step, so each step is the fused one-step LSTM op (its
+    W_hh already takes P features) followed by the projection; gradients come from those ops.
+    Returns the (T, N, P) outputs and the last cell state."""
+    h, c = states
+    steps = x.shape[0]
+    outputs = [None] * steps
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        cell = recurrence("LSTM", x[t:t + 1], [h, c], *weights)  # (2, N, H): h and c
+        c = cell[1]
+        h = linear(cell[0], w_hr)
+        outputs[t] = h
+    return stack(outputs, 0), c
 
 
 @register_module
@@ -159,10 +199,8 @@ class LSTM(_RecurrentLayer):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
                  bidirectional: bool = False, proj_size: int = 0, dtype=np.float32):
-        if proj_size:
-            raise ValueError("LSTM: proj_size is not supported")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, dtype=dtype)
+                         bidirectional, dtype=dtype, proj_size=proj_size)
 
 
 @register_module
