@@ -261,13 +261,22 @@ def var(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=No
 
 class StopGradientFunction(Function):
     """The identity, with a zero gradient: ``detach`` as a recorded op, so that a traced
-    export computes the value (an ONNX Identity) instead of taking it as a constant."""
+    export computes the value (an ONNX Identity) instead of taking it as a constant.
+
+    :func:`var` uses it on the mean, whose gradient there is zero in exact arithmetic
+    (Σ (a - m) = 0), to keep rounding noise out of the first derivative. The second derivative
+    is another matter: the Hessian of the variance, 2/(n - c) · (I - 11ᵀ/n), owes its 11ᵀ/n
+    to the mean's dependence on a. So under ``create_graph`` the recorded rule is the
+    identity's, and derivatives of any order stay exact."""
 
     def forward(self, a):
         return a
 
     def backward(self, grad):
         return self.backend.zeros_like(grad)
+
+    def differentiable_backward(self, grad, output):
+        return grad
 
 
 class StdFunction(Function):
@@ -287,6 +296,15 @@ class StdFunction(Function):
         zero = grad.dtype.type(0)
         scaled = be.div(grad, be.mul(self.out, self.out.dtype.type(2)))
         return be.where(be.equal(self.out, zero), zero, scaled)
+
+    def differentiable_backward(self, grad, output):
+        # 1/(2 sqrt v) recorded through the output, so the next derivative (-1/(4 v^1.5))
+        # follows it; the zero-spread mask is a constant (piecewise constant in v), and the
+        # masked places divide by 1 instead of 0 so no inf * 0 appears.
+        be = self.backend
+        spread = be.astype(be.not_equal(self.out, self.out.dtype.type(0)), self.out.dtype)
+        mask = Tensor._wrap(spread, grad.device)
+        return grad * mask / ((output + (1 - mask)) * 2)
 
 
 def std(a: Tensor, axis=None, keepdims: bool = False, correction=None, *, dim=None,

@@ -315,6 +315,7 @@ ALLOWED = [
                applies=lambda inputs: inputs[0].values.dtype == np.float64),
     Difference("`inference_mode` is `no_grad`"),
     Difference("`md.set_num_threads` limits both CPU pools"),
+    Difference("A module called on a NumPy array takes it as `md.tensor` would"),
     Difference("`var`/`std` with `correction` greater than the number of elements",
                ("var std",), applies=lambda inputs: inputs[0].values.size <= 1 or
                inputs[0].values.shape[inputs[1]] <= 1),
