@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 __all__ = ["is_available", "device_count", "empty_cache", "memory_allocated", "memory_reserved",
-           "max_memory_allocated", "reset_peak_memory_stats", "memory_stats"]
+           "max_memory_allocated", "reset_peak_memory_stats", "memory_stats", "synchronize"]
 
 _ALLOCATOR = "minidl.backend.cuda.allocator"
 
@@ -98,3 +98,18 @@ def reset_peak_memory_stats(device=None) -> None:
     pool = _pool(device)
     if pool is not None:
         pool.reset_peak()
+
+
+def synchronize(device=None) -> None:
+    """Wait until every kernel queued on ``device`` (the current GPU by default) has finished,
+    and raise any error that the device's own input checks found meanwhile (an out-of-range
+    class target in ``cross_entropy``, as PyTorch's device-side asserts are raised at a
+    synchronisation). Does nothing before CUDA is first used."""
+    if _ALLOCATOR not in sys.modules:
+        return  # nothing was ever queued
+    from numba import cuda
+    from .backend.cuda.deferred_checks import raise_pending
+    index = _device_index(device)
+    with cuda.gpus[index]:
+        cuda.synchronize()
+        raise_pending()

@@ -478,7 +478,8 @@ class Backend:
     def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
         """``(losses, log_probs)``: per-row cross-entropy of logits (N, C) against int64 class
         targets (N,), 0 on rows whose target is ``ignore_index``. ``ValueError`` naming the first
-        other target outside [0, C)."""
+        other target outside [0, C); a device backend may raise it at its next synchronisation
+        instead (CUDA does: reading the check back at once would stall every step)."""
         raise NotImplementedError
 
     @staticmethod

@@ -1,0 +1,85 @@
+"""Input checks done on the device and reported at the next synchronisation.
+
+A training step must not stop the host to read back whether its class targets were in range:
+the cross-entropy kernel checks them where it reads them and the error is raised at the next
+copy to the host or ``md.cuda.synchronize()``, as PyTorch raises its device-side asserts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_helpers import requires_cuda  # noqa: E402
+
+import minidl as md  # noqa: E402
+from minidl import nn  # noqa: E402
+
+pytestmark = requires_cuda
+GPU = "cuda:0"
+
+
+def transfers():
+    from minidl.backend.cuda.device import transfers as counter
+    return counter
+
+
+def logits_and_targets(targets):
+    logits = md.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 7).to(GPU)
+    logits.requires_grad_()
+    return logits, md.tensor(np.array(targets)).to(GPU)
+
+
+def test_a_cross_entropy_step_reads_nothing_back_from_the_device():
+    logits, targets = logits_and_targets([0, 2, 1, -100])
+    transfers().clear()
+    loss = nn.functional.cross_entropy(logits, targets)
+    loss.backward()
+    assert sum(transfers().values()) == 0, transfers()
+    expected = nn.functional.cross_entropy(logits.cpu(), targets.cpu()).item()
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert transfers()["checks"] == 0 and transfers()["deferred_checks"] == 1, transfers()
+
+
+def test_a_bad_target_is_raised_at_the_next_copy_to_the_host():
+    logits, targets = logits_and_targets([0, 2, 3, 5])
+    loss = nn.functional.cross_entropy(logits, targets)  # no error yet: nothing was read back
+    with pytest.raises(ValueError, match="target 3 is out of range for 3 classes"):
+        loss.item()
+    assert loss.item() != loss.item()  # reported once; the loss of bad rows is nan
+
+
+def test_a_bad_target_is_raised_by_synchronize_and_only_once():
+    logits, targets = logits_and_targets([4, 0, 0, 0])
+    nn.functional.cross_entropy(logits, targets)
+    with pytest.raises(ValueError, match="target 4 is out of range for 3 classes"):
+        md.cuda.synchronize()
+    md.cuda.synchronize()  # the error was handed over: the device is usable again
+    good = nn.functional.cross_entropy(*logits_and_targets([0, 1, 2, 0]))
+    assert np.isfinite(good.item())
+
+
+def test_the_first_of_several_bad_calls_is_the_one_reported():
+    logits, _ = logits_and_targets([0, 0, 0, 0])
+    nn.functional.cross_entropy(logits, md.tensor(np.array([0, 0, 7, 0])).to(GPU))
+    nn.functional.cross_entropy(logits, md.tensor(np.array([9, 0, 0, 0])).to(GPU))
+    with pytest.raises(ValueError, match="target 7 is out of range"):
+        md.cuda.synchronize()
+
+
+def test_many_calls_without_a_synchronisation_still_check_every_target():
+    from minidl.backend.cuda.deferred_checks import SLOTS, pending_count
+    logits, targets = logits_and_targets([0, 1, 2, 0])
+    md.cuda.synchronize()
+    for _ in range(SLOTS):
+        nn.functional.cross_entropy(logits, targets)
+    assert pending_count() == SLOTS
+    _, bad = logits_and_targets([0, 1, 2, -1])
+    nn.functional.cross_entropy(logits, bad)  # the slots were read to make room: one wait
+    assert pending_count() == 1
+    with pytest.raises(ValueError, match="target -1 is out of range"):
+        md.cuda.synchronize()
