@@ -101,8 +101,8 @@ def small_mlp(nn, width=64):
 
 MODELS = {"cnn": (small_cnn, (4, 3, 8, 8)), "mlp": (small_mlp, (4, 32))}
 """The models of the report: (builder, input shape)."""
-TINY_MODELS = {"cnn": (lambda nn: small_cnn(nn, (2, 2), 4), (1, 3, 4, 4)),
-               "mlp": (lambda nn: small_mlp(nn, 4), (1, 32))}
+TINY_MODELS = {"cnn": (lambda nn: small_cnn(nn, (2, 2), 4), (2, 3, 4, 4)),
+               "mlp": (lambda nn: small_mlp(nn, 4), (2, 32))}
 """The same layers, far fewer numbers: the counts are the same (nothing counted depends on a
 size), and the simulator runs them in seconds rather than minutes."""
 

@@ -395,9 +395,11 @@ class Backend:
     # -- linear algebra --------------------------------------------------------------------------
 
     @staticmethod
-    def matmul(a, b):
+    def matmul(a, b, transpose_a=False, transpose_b=False):
         """Matrix product of arrays with at least 2 dimensions; leading (batch) axes broadcast.
-        Equal floating dtypes; the result has that dtype."""
+        Equal floating dtypes; the result has that dtype. ``transpose_a``/``transpose_b``
+        multiply by an operand with its last two axes swapped without making that transposed
+        copy (BLAS's ``transa``/``transb``): the result equals ``matmul(transpose(a), b)``."""
         raise NotImplementedError
 
     # -- random numbers --------------------------------------------------------------------------

@@ -96,6 +96,24 @@ def test_batched_gemm_matches_numpy_across_edge_tiles_and_broadcast_batches(shap
     same("matmul", a.astype(np.float64), b.astype(np.float64), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("transpose_a, transpose_b", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 9)), ((2, 3, 5, 4), (4, 6)), ((3, 1, 4, 6),
+                                                                             (2, 6, 3))])
+def test_gemm_reads_transposed_operands_in_place(shapes, transpose_a, transpose_b):
+    # The operands are stored transposed; the flags make the GEMM read them as their transposes
+    # (BLAS's transa/transb) with no copy launched.
+    from minidl.backend.cuda.device import transfers
+    a, b = normal(*shapes[0]), normal(*shapes[1])
+    stored_a = np.swapaxes(a, -1, -2).copy() if transpose_a else a
+    stored_b = np.swapaxes(b, -1, -2).copy() if transpose_b else b
+    on_device = up((stored_a, stored_b))
+    product = backend().matmul(*on_device, transpose_a=transpose_a, transpose_b=transpose_b)
+    np.testing.assert_allclose(down(product), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+    assert REF.matmul(stored_a, stored_b, transpose_a, transpose_b).shape == product.shape
+    with pytest.raises(ValueError, match="do not align"):
+        backend().matmul(*on_device, transpose_a=not transpose_a, transpose_b=transpose_b)
+
+
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (1, False), (2, False),
                                             ((0, 2), True), ((1, 2), False)])
 def test_tree_reductions_match_numpy(axis, keepdims):

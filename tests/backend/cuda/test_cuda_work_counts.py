@@ -45,6 +45,20 @@ def test_the_launch_counter_counts_each_kernel_launch_by_name(counter):
     assert sum(counter.launches.values()) == 2 and len(counter.launches) == 1, counter.launches
 
 
+def test_products_read_transposed_operands_without_layout_copies(counter):
+    # A linear layer's forward (x Wᵀ) and backward (dY W, dYᵀ x) and a matmul's backward
+    # (dC Bᵀ, Aᵀ dC) hand the transposes to the GEMM as flags.
+    from minidl import nn
+    x = md.ones(3, 4).to("cuda:0").requires_grad_()
+    layer = nn.Linear(4, 5, bias=False).to("cuda:0")
+    b = md.ones(5, 2).to("cuda:0").requires_grad_()
+    upstream = md.ones(3, 2).to("cuda:0")
+    counter.launches.clear()
+    (layer(x) @ b).backward(upstream)
+    assert counter.launches["gemm"] == 6, counter.launches
+    assert counter.launches[counter.LAYOUT_COPY] == 0, counter.launches
+
+
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
 def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, capsys):
     counts = counter.count_training_step(model, warm_up=2, tiny=True)
