@@ -578,6 +578,23 @@ class Backend:
         """One Adam/AdamW step in place (formula and rounding order: the reference's docstring)."""
         raise NotImplementedError
 
+    @staticmethod
+    def sgd_update_group(params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
+                         nesterov, maximize, first_step):
+        """:meth:`sgd_update` of every ``params[i]`` with ``grads[i]`` and ``momentum_buffers[i]``
+        (sequences of equal length; the buffers may be None without momentum), results equal
+        bit for bit to those one-tensor calls. A device backend does it in few launches (a
+        multi-tensor kernel) instead of one per tensor."""
+        raise NotImplementedError
+
+    @staticmethod
+    def adam_update_group(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1,
+                          beta2, eps, weight_decay, decoupled_weight_decay, amsgrad, maximize):
+        """:meth:`adam_update` of every ``params[i]`` with its gradient and state arrays (equal
+        length sequences; ``max_exp_avg_sqs`` entries None without amsgrad), all at the same
+        ``step``; equal bit for bit to the one-tensor calls, in few launches on a device."""
+        raise NotImplementedError
+
 
 def _primitive_names() -> tuple:
     # Every public staticmethod of the contract, in the order written above.

@@ -204,6 +204,8 @@ class CudaBackend(Backend):
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
+    sgd_update_group = staticmethod(optim_kernels.sgd_update_group)
+    adam_update_group = staticmethod(optim_kernels.adam_update_group)
 
 
 def _on_gpu(index, primitive):

@@ -5,6 +5,7 @@ check by eye. The Numba backend extends this class, replacing the kernels that p
 against it.
 """
 
+from .. import composed
 from ..primitives import Backend
 from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 
@@ -119,3 +120,7 @@ class ReferenceBackend(Backend):
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
+    # On the host a loop costs nothing a fused launch would save.
+    sgd_update_group = composed.OfTheBackendClass(composed.sgd_update_group, "sgd_update_group")
+    adam_update_group = composed.OfTheBackendClass(composed.adam_update_group,
+                                                   "adam_update_group")

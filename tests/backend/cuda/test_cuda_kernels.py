@@ -337,6 +337,57 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
         np.testing.assert_array_equal(down(got), want)
 
 
+GROUP_SHAPES = [(3, 2), (0,), (5,), (1,)] + [(2,)] * 10  # empty, odd sizes, over one launch
+
+
+@pytest.mark.parametrize("options", [
+    dict(momentum=0.0, dampening=0.0, weight_decay=0.01, nesterov=False, maximize=False),
+    dict(momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=False, maximize=True),
+])
+def test_multi_tensor_sgd_equals_the_reference_bit_for_bit(options):
+    params = [normal(*shape) for shape in GROUP_SHAPES]
+    buffers = [normal(*shape) for shape in GROUP_SHAPES]
+    device_params, device_buffers = up(params), up(buffers)
+    for first_step in (True, False):
+        grads = [normal(*shape) for shape in GROUP_SHAPES]
+        arguments = dict(lr=0.05, first_step=first_step, **options)
+        for param, grad, buffer in zip(params, grads, buffers):
+            REF.sgd_update(param, grad, buffer, **arguments)
+        backend().sgd_update_group(device_params, up(grads), device_buffers, **arguments)
+    for got, want in zip(down(device_params) + down(device_buffers), params + buffers):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtypes", [[np.float32], [np.float32, np.float64]])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_multi_tensor_adam_equals_the_reference_bit_for_bit(dtypes, amsgrad):
+    kinds = [dtypes[i % len(dtypes)] for i in range(len(GROUP_SHAPES))]
+    states = [[normal(*shape, dtype=kind)] + [np.zeros(shape, kind) for _ in range(3)]
+              for shape, kind in zip(GROUP_SHAPES, kinds)]
+    device = [up(state) for state in states]
+    for step in (1, 2):
+        grads = [normal(*shape, dtype=kind) for shape, kind in zip(GROUP_SHAPES, kinds)]
+        arguments = dict(step=step, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8,
+                         weight_decay=0.01, decoupled_weight_decay=True, amsgrad=amsgrad,
+                         maximize=False)
+        for state, grad in zip(states, grads):
+            REF.adam_update(state[0], grad, *state[1:3], state[3] if amsgrad else None,
+                            **arguments)
+        backend().adam_update_group(
+            [d[0] for d in device], up(grads), [d[1] for d in device], [d[2] for d in device],
+            [d[3] if amsgrad else None for d in device], **arguments)
+    for got, want in zip(device, states):
+        for got_array, want_array in zip(down(got), want):
+            np.testing.assert_array_equal(got_array, want_array)
+
+
+def test_a_group_update_needs_one_entry_per_parameter():
+    params = up([normal(2), normal(2)])
+    with pytest.raises(ValueError, match="2 parameters and 1 entries"):
+        backend().sgd_update_group(params, params[:1], [None, None], 0.1, 0.0, 0.0, 0.0, False,
+                                   False, False)
+
+
 @pytest.mark.parametrize("batch_stats", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_batch_norm_matches_the_reference(batch_stats, dtype):
