@@ -59,6 +59,20 @@ def test_products_read_transposed_operands_without_layout_copies(counter):
     assert counter.launches[counter.LAYOUT_COPY] == 0, counter.launches
 
 
+@pytest.mark.parametrize("axes", [(0,), (0, 2, 3), (1, 3)])
+def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes):
+    # A bias gradient sums over the batch (and pixel) axes: one launch, no transposed copy.
+    import numpy as np
+    from minidl.backend import get_backend
+    be = get_backend("cuda")
+    values = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) % 7
+    x = be.from_numpy(values)
+    counter.launches.clear()
+    total = be.sum(x, axis=axes)
+    assert sum(counter.launches.values()) == 1, counter.launches
+    np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axes))
+
+
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
 def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, capsys):
     counts = counter.count_training_step(model, warm_up=2, tiny=True)
