@@ -212,7 +212,7 @@ def compile_kernels_to_ptx() -> list:
         kernel = compile_one(self, sig)
         name = self.py_func.__name__
         variants = ptx_by_kernel.setdefault(name, {})
-        variants.setdefault(str(sig), kernel.inspect_asm(PTX_CC))
+        variants.setdefault((id(self), str(sig)), kernel.inspect_asm(PTX_CC))
         return kernel
     dispatcher.CUDADispatcher.compile = compile_and_keep
     for name in MODELS:
