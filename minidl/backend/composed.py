@@ -57,6 +57,16 @@ def batch_norm_backward(be, grad, x, mean, rstd, weight, batch_stats):
     return dx, sum_gx, sum_g
 
 
+def running_average_(be, running, batch, momentum, batch_scale):
+    """:meth:`Backend.running_average_` from elementwise primitives (four launches on a device,
+    where the CUDA backend's own kernel takes one)."""
+    if batch_scale != 1:
+        batch = be.mul(batch, batch.dtype.type(batch_scale))
+    dtype = running.dtype.type
+    be.assign_(running, be.add(be.mul(running, dtype(1 - momentum)),
+                               be.mul(be.astype(batch, running.dtype), dtype(momentum))))
+
+
 def sgd_update_group(be, params, grads, momentum_buffers, *settings):
     """:meth:`Backend.sgd_update_group`: ``be.sgd_update`` once per tensor."""
     for param, grad, buffer in zip(params, grads, momentum_buffers, strict=True):

@@ -528,6 +528,14 @@ class Backend:
         depend on x and add the terms that remove the mean and the x̂ component of the gradient."""
         raise NotImplementedError
 
+    @staticmethod
+    def running_average_(running, batch, momentum, batch_scale):
+        """In place: running ← (1 − momentum)·running + momentum·(batch·batch_scale), batch norm's
+        running statistics. Rounded as composed: batch·batch_scale in batch's dtype (skipped
+        when batch_scale is 1), cast to running's dtype, then each product and the sum in
+        running's dtype (no fused multiply-add), so every backend gives the same bits."""
+        raise NotImplementedError
+
     # -- recurrent cells -------------------------------------------------------------------------
 
     @staticmethod

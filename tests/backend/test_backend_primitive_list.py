@@ -246,6 +246,8 @@ IN_PLACE = {
     # Adam's first step moves each entry by lr in the direction against its gradient.
     "adam_update": ((a([1, 1]), a([3, -0.5]), a([0, 0]), a([0, 0]), None, 1, 0.1, 0.9, 0.999,
                      0.0, 0.0, False, False, False), 0, a([0.9, 1.1])),
+    # (1 - 0.5)·running + 0.5·(2·batch)
+    "running_average_": ((a([1, 2]), a([3, 5]), 0.5, 2.0), 0, a([3.5, 6])),
     # The group forms: each tensor of the group moves as its one-tensor update would.
     "sgd_update_group": (([a([1, 1]), a([4])], [a([2, -2]), a([2])], [None, None], 0.5, 0.0,
                           0.0, 0.0, False, False, False), 0, [a([0, 2]), a([3])]),

@@ -200,6 +200,7 @@ class CudaBackend(Backend):
 
     batch_norm_forward = staticmethod(batch_norm.batch_norm_forward)
     batch_norm_backward = staticmethod(batch_norm.batch_norm_backward)
+    running_average_ = staticmethod(batch_norm.running_average_)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)

@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 from numba import cuda
-from numba.cuda import libdevice
 
-from .device import SIMULATED, launch
+from .device import launch
+from .exact_math import exact_operations
 from .movement import astype
 
 _kernels: dict = {}
@@ -36,27 +36,7 @@ def _kernels_for(dtype):
                          f"got {dtype}")
     if dtype in _kernels:
         return _kernels[dtype]
-    if SIMULATED:
-        # The simulator computes with NumPy scalars, which never fuse; libdevice has no Python
-        # implementation there.
-        @cuda.jit(device=True)
-        def mul(a, b):
-            return a * b
-
-        @cuda.jit(device=True)
-        def sqrt(x):
-            return np.sqrt(x)  # in the dtype, as the reference
-    else:
-        product = libdevice.fmul_rn if dtype.itemsize == 4 else libdevice.dmul_rn
-        square_root = libdevice.fsqrt_rn if dtype.itemsize == 4 else libdevice.dsqrt_rn
-
-        @cuda.jit(device=True)
-        def mul(a, b):
-            return product(a, b)
-
-        @cuda.jit(device=True)
-        def sqrt(x):
-            return square_root(x)
+    mul, sqrt = exact_operations(dtype)
 
     @cuda.jit(device=True)
     def sgd_entry(i, p, g, b, lr, momentum, dampening_complement, weight_decay, nesterov,

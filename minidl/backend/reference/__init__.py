@@ -110,6 +110,7 @@ class ReferenceBackend(Backend):
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
     batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
     batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
+    running_average_ = composed.OfTheBackendClass(composed.running_average_, "running_average_")
 
     # recurrent cells
     lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)

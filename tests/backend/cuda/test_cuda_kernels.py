@@ -357,6 +357,19 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
         np.testing.assert_array_equal(down(got), want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch_scale", [1.0, 4 / 3])
+def test_running_average_equals_the_reference_bit_for_bit(dtype, batch_scale):
+    running, batch = normal(37, dtype=dtype), normal(37, dtype=dtype)
+    device = up(running)
+    for momentum in (0.1, 0.01):
+        REF.running_average_(running, batch, momentum, batch_scale)
+        backend().running_average_(device, up(batch), momentum, batch_scale)
+    np.testing.assert_array_equal(down(device), running)
+    with pytest.raises(ValueError, match="batch has shape"):
+        backend().running_average_(device, up(normal(3)), 0.1, 1.0)
+
+
 GROUP_SHAPES = [(3, 2), (0,), (5,), (1,)] + [(2,)] * 10  # empty, odd sizes, over one launch
 
 
