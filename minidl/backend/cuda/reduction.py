@@ -12,7 +12,8 @@ move the reduced axes last with one copy). One thread block reduces one row:
    t + s, and ``syncthreads`` waits for the whole round before the next one reads it.
 
 T is a power of two fixed when the kernel is compiled (shared arrays have compile-time sizes).
-Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``).
+Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``); a few long rows
+(a full sum) take two levels, a block per chunk and then a block per row (see ``FEW_ROWS``).
 The order of additions is fixed by the thread layout, so results repeat bit for bit from run
 to run on the same device; they differ from NumPy's pairwise sums in the last bits.
 """
@@ -35,6 +36,12 @@ _ROW_BLOCKS = 4 if SIMULATED else 65535
 # Rows up to this long are folded by one thread each instead of one block each: many short
 # rows (a sum over a batch axis of a few entries) would leave most of a block idle.
 SERIAL_LENGTH = 16 if SIMULATED else 32
+# Fewer rows than this, each longer than two chunks, are reduced in two levels: a block per
+# chunk of CHUNK values, then a block per row over the chunks' results. One block per row would
+# leave all but a few of the GPU's multiprocessors idle (a full sum has one row).
+FEW_ROWS = 4 if SIMULATED else 128
+CHUNK = 4 * REDUCE_THREADS if SIMULATED else 16 * REDUCE_THREADS
+MAX_CHUNKS = 8 if SIMULATED else 1024
 
 
 def _add(a, b):
@@ -85,16 +92,20 @@ def _value_kernel(combine, dtype):
         return total
 
     @cuda.jit
-    def kernel(x, rows, length, identity, out):
+    def kernel(x, rows, length, parts, chunk, identity, out):
+        # Each row is cut into ``parts`` consecutive chunks (1 part: the whole row), one block
+        # per chunk; out[row * parts + part] is the chunk's fold.
         partial = cuda.shared.array(REDUCE_THREADS, numba_type)
         t = cuda.threadIdx.x
-        for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        for piece in range(cuda.blockIdx.x, rows * parts, cuda.gridDim.x):
+            row, part = piece // parts, piece % parts
+            end = builtins.min(length, (part + 1) * chunk)
             value = identity
-            for i in range(t, length, REDUCE_THREADS):
+            for i in range(part * chunk + t, end, REDUCE_THREADS):
                 value = fold(value, x[row * length + i])
             total = block_fold(partial, value)
             if t == 0:
-                out[row] = total
+                out[piece] = total
 
     @cuda.jit
     def serial(x, rows, length, identity, out):
@@ -257,10 +268,22 @@ def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
             blocks, threads = launch(rows)
             (serial if in_place else strided_serial)[blocks, threads](
                 source.buffer, rows, length, identity, out.buffer, *layout)
-        else:
-            (tree if in_place else strided_tree)[builtins.min(rows, _ROW_BLOCKS),
-                                                  REDUCE_THREADS](
+        elif not in_place:
+            strided_tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
                 source.buffer, rows, length, identity, out.buffer, *layout)
+        elif rows < FEW_ROWS and length > 2 * CHUNK:
+            # Two levels: many blocks fold a chunk each, then one block per row folds the
+            # chunks' results (in a fixed order, so the bits repeat from run to run).
+            parts = builtins.min(-(-length // CHUNK), MAX_CHUNKS)
+            chunk = -(-length // parts)
+            partials = empty((rows * parts,), out_dtype)
+            tree[builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, parts, chunk, identity, partials.buffer)
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                partials.buffer, rows, parts, 1, parts, identity, out.buffer)
+        else:
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, 1, length, identity, out.buffer)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 

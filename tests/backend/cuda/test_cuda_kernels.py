@@ -124,6 +124,18 @@ def test_tree_reductions_match_numpy(axis, keepdims):
     same("max", x.astype(np.int32), axis, keepdims, exact=True)
 
 
+@pytest.mark.parametrize("shape, axis, length", [((301,), None, 301), ((3, 130), 1, 130),
+                                                  ((2, 3, 50), (1, 2), 150)])
+def test_few_long_rows_are_reduced_in_two_levels(shape, axis, length):
+    # Longer than two chunks, fewer rows than FEW_ROWS: a block per chunk, then per row.
+    from minidl.backend.cuda.reduction import CHUNK, FEW_ROWS
+    x = normal(*shape)
+    assert length > 2 * CHUNK and x.size // length < FEW_ROWS
+    for name in ("sum", "max", "min"):
+        same(name, x, axis, False, rtol=1e-5, atol=1e-5)
+    same("sum", np.ones(shape, np.int64), axis, False, exact=True)
+
+
 def test_arg_reductions_take_the_first_of_ties_and_nan_wins():
     x = np.array([[1.0, 3.0, 3.0, -1.0] * 5, [2.0, np.nan, 5.0, np.nan] * 5], np.float32)
     for name in ("argmax", "argmin"):

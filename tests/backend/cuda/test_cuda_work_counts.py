@@ -73,6 +73,18 @@ def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes)
     np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axes))
 
 
+def test_a_full_sum_spreads_over_many_blocks_in_two_launches(counter):
+    import numpy as np
+    from minidl.backend import get_backend
+    from minidl.backend.cuda.reduction import CHUNK
+    be = get_backend("cuda")
+    values = np.arange(5 * CHUNK, dtype=np.float64)
+    counter.launches.clear()
+    total = be.sum(be.from_numpy(values))
+    assert counter.launches == {"kernel": 2}, counter.launches  # chunks, then their results
+    assert be.to_numpy(total) == values.sum()
+
+
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
 def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, capsys):
     counts = counter.count_training_step(model, warm_up=2, tiny=True)
