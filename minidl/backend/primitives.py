@@ -366,13 +366,15 @@ class Backend:
     def take(table, indices):
         """Rows of ``table`` picked by the integer array ``indices``: shape
         ``indices.shape + table.shape[1:]`` (a gather along axis 0). ``IndexError`` naming the
-        first index outside [0, len(table)) (negative indices are errors, not wrapped)."""
+        first index outside [0, len(table)) (negative indices are errors, not wrapped); a device
+        backend may raise it at its next synchronisation instead (CUDA does)."""
         raise NotImplementedError
 
     @staticmethod
     def one_hot(indices, num_classes, dtype):
         """``indices.shape + (num_classes,)`` of ``dtype``: 1 at each index, 0 elsewhere.
-        ``IndexError`` naming the first index outside [0, num_classes)."""
+        ``IndexError`` naming the first index outside [0, num_classes) (at the next
+        synchronisation on a device backend that defers its checks, as CUDA)."""
         raise NotImplementedError
 
     @staticmethod

@@ -59,6 +59,18 @@ def take_slot(report: Callable[[int], Exception]):
     return _slots[device], slot
 
 
+def report_bad_value(values, error_type, describe: Callable[[int], str]):
+    """A ``report`` for :func:`take_slot`: ``error_type(describe(value))`` for the value at the
+    position a kernel recorded, read back from the device array ``values`` when it is raised."""
+    def report(position):
+        from .device import download, transfers
+        value = int(download(values).reshape(-1)[position])
+        transfers["to_numpy"] -= 1  # the error report's own read, not a copy of the program's
+        transfers["checks"] += 1
+        return error_type(describe(value))
+    return report
+
+
 def raise_pending() -> None:
     """Read the pending checks of the current device (one small copy, only when there are any)
     and raise the first error a kernel recorded, in the order the checks were launched."""

@@ -18,8 +18,8 @@ import numpy as np
 from numba import cuda
 
 from ..reference.nn_kernels import check_gelu_approximate
-from .deferred_checks import take_slot
-from .device import download, empty, launch, transfers
+from .deferred_checks import report_bad_value, take_slot
+from .device import empty, launch
 from .elementwise import binary, unary
 from .movement import reshape, transpose
 from .reduction import REDUCE_THREADS, sum as reduce_sum
@@ -150,16 +150,6 @@ def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ig
         out[e] = d * grad_losses[i]
 
 
-def _bad_target_report(targets, classes):
-    """The error for a bad target at ``position`` of ``targets``, made when it is reported."""
-    def report(position):
-        value = int(download(targets).reshape(-1)[position])
-        transfers["to_numpy"] -= 1  # the error report's own read
-        transfers["checks"] += 1
-        return ValueError(f"target {value} is out of range for {classes} classes")
-    return report
-
-
 def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
     """The contract's primitive. An out-of-range target raises its ``ValueError`` at the next
     synchronisation (a copy to the host, ``md.cuda.synchronize()``), not here: checking at once
@@ -170,7 +160,9 @@ def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing
     log_probs = log_softmax(logits, 1)
     losses = empty((n,), logits.dtype)
     if n:
-        first_bad, slot = take_slot(_bad_target_report(targets, classes))
+        first_bad, slot = take_slot(report_bad_value(
+            targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
+                                               f"classes"))
         blocks, threads = launch(n)
         _cross_entropy_rows[blocks, threads](log_probs.buffer, targets.buffer, losses.buffer, n,
                                              classes, int(ignore_index), float(label_smoothing),

@@ -1,8 +1,9 @@
 """Input checks done on the device and reported at the next synchronisation.
 
-A training step must not stop the host to read back whether its class targets were in range:
-the cross-entropy kernel checks them where it reads them and the error is raised at the next
-copy to the host or ``md.cuda.synchronize()``, as PyTorch raises its device-side asserts.
+A training step must not stop the host to read back whether its class targets (or embedding
+indices) were in range: the cross-entropy and lookup kernels check them where they read them
+and the error is raised at the next copy to the host or ``md.cuda.synchronize()``, as PyTorch
+raises its device-side asserts.
 """
 
 from __future__ import annotations
@@ -83,3 +84,26 @@ def test_many_calls_without_a_synchronisation_still_check_every_target():
     assert pending_count() == 1
     with pytest.raises(ValueError, match="target -1 is out of range"):
         md.cuda.synchronize()
+
+
+def test_an_embedding_lookup_reads_nothing_back_and_reports_a_bad_index_later():
+    table = nn.Embedding(5, 3).to(GPU)
+    good, bad = (md.tensor(np.array(rows)).to(GPU) for rows in ([[0, 4], [2, 2]], [1, 5]))
+    transfers().clear()
+    table(good).sum().backward()
+    assert transfers()["checks"] == 0 and transfers()["to_numpy"] == 0, transfers()
+    looked_up = table(bad)
+    with pytest.raises(IndexError, match="take: index 5 is out of range for 5 rows"):
+        looked_up.numpy()
+    np.testing.assert_array_equal(looked_up.numpy()[1], 0)  # a bad index's row: zeros
+
+
+def test_index_add_into_a_new_array_reports_a_bad_index_at_the_next_synchronisation():
+    from minidl.backend import get_backend
+    be = get_backend(GPU)
+    rows, values = be.from_numpy(np.array([0, 7])), be.from_numpy(np.ones((2, 3), np.float32))
+    transfers().clear()
+    added = be.index_add((4, 3), (rows,), values, np.float32)  # (a new array: nothing waits)
+    assert transfers()["checks"] == 0
+    with pytest.raises(IndexError, match="index out of range"):
+        be.to_numpy(added)
