@@ -49,11 +49,11 @@ def take_slot(report: Callable[[int], Exception]):
     """(the device buffer, the slot index) a checking kernel writes its first bad position to;
     ``report(position)`` makes the exception raised for it at the next synchronisation."""
     device = _device_index()
-    if len(_pending.get(device, ())) == SLOTS:
-        raise_pending()  # every slot taken: this is the one wait
-    pending = _pending.setdefault(device, [])
     if device not in _slots:  # once per device: the driver allocation and the one upload
         _slots[device] = cuda.to_device(np.full(SLOTS, NOTHING_FOUND, np.int64))
+    if len(_pending.get(device, ())) >= min(SLOTS, _slots[device].size):
+        raise_pending()  # every slot taken: this is the one wait
+    pending = _pending.setdefault(device, [])
     slot = len(pending)
     pending.append(PendingCheck(slot, report))
     return _slots[device], slot
@@ -85,7 +85,7 @@ def raise_pending() -> None:
     found = slots.copy_to_host()
     bad = [check for check in pending if found[check.slot] != NOTHING_FOUND]
     if bad:
-        slots.copy_to_device(np.full(SLOTS, NOTHING_FOUND, np.int64))  # ready for next checks
+        slots.copy_to_device(np.full(slots.size, NOTHING_FOUND, np.int64))  # ready for the next
         raise bad[0].report(int(found[bad[0].slot]))
 
 

@@ -72,13 +72,15 @@ def test_the_first_of_several_bad_calls_is_the_one_reported():
         md.cuda.synchronize()
 
 
-def test_many_calls_without_a_synchronisation_still_check_every_target():
-    from minidl.backend.cuda.deferred_checks import SLOTS, pending_count
+def test_many_calls_without_a_synchronisation_still_check_every_target(monkeypatch):
+    from minidl.backend.cuda import deferred_checks
+    from minidl.backend.cuda.deferred_checks import pending_count
+    monkeypatch.setattr(deferred_checks, "SLOTS", 3)  # (fewer calls fill them: a quicker test)
     logits, targets = logits_and_targets([0, 1, 2, 0])
     md.cuda.synchronize()
-    for _ in range(SLOTS):
+    for _ in range(deferred_checks.SLOTS):
         nn.functional.cross_entropy(logits, targets)
-    assert pending_count() == SLOTS
+    assert pending_count() == deferred_checks.SLOTS
     _, bad = logits_and_targets([0, 1, 2, -1])
     nn.functional.cross_entropy(logits, bad)  # the slots were read to make room: one wait
     assert pending_count() == 1
