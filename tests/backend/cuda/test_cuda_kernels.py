@@ -114,6 +114,24 @@ def test_gemm_reads_transposed_operands_in_place(shapes, transpose_a, transpose_
         backend().matmul(*on_device, transpose_a=not transpose_a, transpose_b=transpose_b)
 
 
+@pytest.mark.slow
+def test_the_gpus_gemm_tiles_compute_the_product_on_the_simulator(monkeypatch):
+    # The simulator normally runs 4x4 tiles; here the GPU's 64x64x16 tiles of 4x4 patches (256
+    # threads) run on it, edge tiles and both load orders (a transposed operand) included.
+    import minidl.backend.cuda.matmul as gemm
+    from minidl.backend.cuda.device import SIMULATED
+    if SIMULATED:
+        for name, value in dict(BM=64, BN=64, BK=16, TM=4, TN=4, GEMM_THREADS=256).items():
+            monkeypatch.setattr(gemm, name, value)
+        monkeypatch.setattr(gemm, "_kernels", {})
+    a, b = normal(66, 20), normal(20, 65)
+    for transpose_a, transpose_b in ((True, False), (False, True)):
+        stored_a = a.T.copy() if transpose_a else a
+        stored_b = b.T.copy() if transpose_b else b
+        product = gemm.matmul(*up((stored_a, stored_b)), transpose_a, transpose_b)
+        np.testing.assert_allclose(down(product), a @ b, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (1, False), (2, False),
                                             ((0, 2), True), ((1, 2), False)])
 def test_tree_reductions_match_numpy(axis, keepdims):
