@@ -10,6 +10,7 @@ from .autograd.grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
 )
 from .backend.threads import get_num_threads, set_num_threads
+from .backend import Device as device  # noqa: E402  (md.device("cuda:0"), as torch.device)
 from .autograd.tensor import (
     Tensor, as_tensor, bool_, float16, float32, float64, int32, int64, tensor, uint8,
 )

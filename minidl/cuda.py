@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 
 __all__ = ["is_available", "device_count", "empty_cache", "memory_allocated", "memory_reserved",
-           "max_memory_allocated", "reset_peak_memory_stats", "memory_stats"]
+           "max_memory_allocated", "reset_peak_memory_stats", "memory_stats", "synchronize",
+           "set_device", "current_device", "manual_seed", "manual_seed_all"]
 
 _ALLOCATOR = "minidl.backend.cuda.allocator"
 
@@ -36,10 +37,10 @@ def device_count() -> int:
 
 
 def _device_index(device) -> int:
-    """``None`` (the current GPU, 0 unless inside numba's ``cuda.gpus[i]``), an index,
-    ``"cuda"`` or ``"cuda:N"``."""
+    """``None`` (the current GPU: :func:`current_device`), an index, ``"cuda"`` or
+    ``"cuda:N"``."""
     if device is None:
-        return sys.modules[_ALLOCATOR].current_device()
+        return current_device()
     if isinstance(device, int) and not isinstance(device, bool):
         return device
     from .backend import parse_device
@@ -98,3 +99,48 @@ def reset_peak_memory_stats(device=None) -> None:
     pool = _pool(device)
     if pool is not None:
         pool.reset_peak()
+
+
+def synchronize(device=None) -> None:
+    """Wait until every kernel queued on ``device`` (the current GPU by default) has finished,
+    and raise any error that the device's own input checks found meanwhile (an out-of-range
+    class target in ``cross_entropy``, as PyTorch's device-side asserts are raised at a
+    synchronisation). Does nothing before CUDA is first used."""
+    if _ALLOCATOR not in sys.modules:
+        return  # nothing was ever queued
+    from numba import cuda
+    from .backend.cuda.deferred_checks import raise_pending
+    index = _device_index(device)
+    with cuda.gpus[index]:
+        cuda.synchronize()
+        raise_pending()
+
+
+def set_device(device) -> None:
+    """Make ``device`` (an index or "cuda:N") the current CUDA device: the one ``"cuda"``,
+    ``x.cuda()`` and ``model.cuda()`` mean from now on. ``RuntimeError`` when there is no such
+    device."""
+    from .backend import set_current_index
+    from .backend.cuda_availability import check_device_index
+    index = _device_index(device)
+    check_device_index(index)
+    set_current_index("cuda", index)
+
+
+def current_device() -> int:
+    """The index of the current CUDA device (0 unless :func:`set_device` changed it)."""
+    from .backend import current_index
+    return current_index("cuda")
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random numbers drawn on CUDA devices. minidl draws the same stream on every
+    device from one generator (a GPU's dropout mask equals the CPU's), so this is
+    ``md.manual_seed(seed)``: it seeds the CPU's draws too."""
+    from .random import manual_seed as seed_everything
+    seed_everything(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the random numbers of every CUDA device: :func:`manual_seed` (one generator)."""
+    manual_seed(seed)

@@ -36,18 +36,62 @@ def to_device(value, device):
     return value
 
 
+FILE_LOCATION = "cpu"
+"""Where a file's arrays are before ``map_location`` moves them: files hold plain host arrays
+and record no device, so every array is read as being on the CPU."""
+
+
+def _checked_map_location(map_location):
+    """``map_location`` with its devices checked: None, a device name, a dict of device names
+    (keys and values) or a callable."""
+    if map_location is None or callable(map_location):
+        return map_location
+    if isinstance(map_location, dict):
+        checked = {}
+        for source, target in map_location.items():
+            try:
+                checked[canonical_device(source)] = check_device(target)
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"map_location: entry {source!r}: {target!r} is not a pair "
+                                 f"of devices ({error})") from None
+        return checked
+    if not isinstance(map_location, str):
+        raise TypeError(f"map_location must be a device name ('cpu', 'cuda:0'), a dict "
+                        f"mapping device names or a callable, got "
+                        f"{type(map_location).__name__}")
+    return check_device(map_location)
+
+
+def _map_arrays(value, function):
+    """``value`` with ``function`` applied to every NumPy array in it (nested dicts, lists)."""
+    if isinstance(value, np.ndarray):
+        return function(value)
+    if isinstance(value, dict):
+        return {key: _map_arrays(item, function) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_map_arrays(item, function) for item in value]
+    return value
+
+
 def load(path, *, map_location=None, mmap: bool = False, verify: bool | None = None,
          key: bytes | None = None):
     """:func:`minidl.io.load`, with PyTorch's ``map_location``.
 
     Without it (or with ``"cpu"``) arrays come back as NumPy arrays, as the file holds them; with
-    another device (``"cuda:0"``) every array comes back as a Tensor on that device. The device
-    is checked before the file is read.
+    another device (``"cuda:0"``, ``md.device("cuda")``) every array comes back as a Tensor on
+    that device. As in PyTorch, it may also be a dict mapping where arrays are to where they go
+    (arrays read from a file are on ``"cpu"``: ``{"cpu": "cuda:0"}``; other keys match nothing),
+    or a callable ``f(array, location)`` whose result (an array, a Tensor) replaces each array,
+    ``location`` being ``"cpu"``. Devices are checked before the file is read.
     """
     from .io import load as load_file
-    device = None if map_location is None else check_device(map_location)
+    map_location = _checked_map_location(map_location)
     value = load_file(path, mmap=mmap, verify=verify, key=key)
-    return value if device in (None, "cpu") else to_device(value, device)
+    if callable(map_location):
+        return _map_arrays(value, lambda array: map_location(array, FILE_LOCATION))
+    if isinstance(map_location, dict):
+        map_location = map_location.get(FILE_LOCATION)
+    return value if map_location in (None, "cpu") else to_device(value, map_location)
 
 
 def load_model(path, *, device=None, key: bytes | None = None, mmap: bool = False,

@@ -11,9 +11,10 @@ kernel runs (the one-line kernels that set error flags are emulated, so error ch
 the values computed are meaningless and the tests' value checks fail by design: only
 compilation errors are reported, and they make the exit status 1.
 
-Needs numba-cuda and NVIDIA's compiler libraries, no driver:
+Needs numba-cuda and NVIDIA's compiler libraries, no driver: a CUDA toolkit's NVVM, or
 ``pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12`` (numba finds them in
 site-packages; elsewhere, put their ``lib`` and ``nvvm/lib64`` folders on ``LD_LIBRARY_PATH``).
+NVRTC is optional: without it the usual compute capabilities are assumed.
 It patches numba-cuda's launch internals, so it follows numba-cuda's versions (written for 0.30).
 
 Run: ``python scripts/check_cuda_compile.py [--tests]`` from the repository root.
@@ -62,10 +63,28 @@ def _values(array):
     return np.frombuffer(array.gpu_data.host, array.dtype, count=array.size).reshape(array.shape)
 
 
+def _work_without_nvrtc() -> None:
+    """Let numba compile through NVVM alone when NVRTC is missing (a CUDA toolkit installed
+    without it): numba asks NVRTC only for the list of architectures it supports and for its
+    own path, neither of which compiling a Python kernel to PTX needs."""
+    import numba.cuda.cuda_paths as paths
+    from numba.cuda.cudadrv import nvrtc
+    try:
+        paths._get_nvrtc_path()
+    except Exception:
+        paths._get_nvrtc_path = lambda: ("<not installed>", None)
+        nvrtc.get_supported_ccs = lambda: list(SUPPORTED_CCS)
+
+
+SUPPORTED_CCS = ((7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (12, 0))
+"""Compute capabilities assumed when NVRTC cannot be asked (those of CUDA 12.8 and later)."""
+
+
 def install_compile_only_cuda() -> None:
     """Point numba's CUDA target at host memory and make launches compile without running."""
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     from numba import cuda
+    _work_without_nvrtc()
     import numba.cuda.api as api
     import numba.cuda.dispatcher as dispatcher
     from numba.cuda.cudadrv import devicearray, devices

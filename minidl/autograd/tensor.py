@@ -34,6 +34,35 @@ _TYPE_NAMES = {float32: "FloatTensor", float64: "DoubleTensor", float16: "HalfTe
                np.dtype(np.int8): "CharTensor", uint8: "ByteTensor", bool_: "BoolTensor"}
 
 
+
+def cuda_device(device=None) -> str:
+    """The CUDA device ``x.cuda(device)`` means: None -> "cuda" (the current one), an index N
+    -> "cuda:N", else a CUDA device name."""
+    if device is None:
+        return "cuda"
+    if isinstance(device, int) and not isinstance(device, bool):
+        return f"cuda:{device}"
+    if not str(device).startswith("cuda"):
+        raise ValueError(f"cuda(): device must be a CUDA device (an index, 'cuda' or "
+                         f"'cuda:N'), got {device!r}")
+    return device
+
+
+def device_and_dtype(device, dtype) -> tuple:
+    """``to()``'s first argument read as PyTorch reads it: a device, another tensor (its device
+    and dtype) or a dtype."""
+    if isinstance(device, Tensor):
+        return device.device, device.dtype if dtype is None else dtype
+    if device is None or isinstance(device, str):
+        return device, dtype
+    try:
+        as_dtype = np.dtype(device)
+    except TypeError:
+        return device, dtype  # not a dtype: let the device check name the problem
+    if dtype is not None:
+        raise TypeError(f"to(): got two dtypes, {as_dtype} and {dtype!r}")
+    return None, as_dtype
+
 class Tensor:
     """A multi-dimensional array that can record the ops applied to it and differentiate them."""
 
@@ -193,9 +222,15 @@ class Tensor:
             raise TypeError("only integer tensors of one element can be used as an index")
         return int(self.item())
 
-    def to(self, device=None, dtype=None) -> "Tensor":
-        """This tensor on ``device`` and/or as ``dtype``; differentiable, a no-op when unchanged."""
+    def to(self, device=None, dtype=None, non_blocking: bool = False) -> "Tensor":
+        """This tensor on ``device`` and/or as ``dtype``; differentiable, a no-op when unchanged.
+
+        As PyTorch: ``x.to(other)`` takes another tensor's device and dtype, ``x.to(md.float64)``
+        a dtype alone. ``non_blocking`` is accepted for PyTorch's signature and changes nothing:
+        every copy and kernel of a device runs in order on its one stream, so a copy is never
+        read before it is complete."""
         from ..ops import shape as shape_ops
+        device, dtype = device_and_dtype(device, dtype)
         out = self
         if dtype is not None and np.dtype(dtype) != self.dtype:
             out = shape_ops.cast(out, np.dtype(dtype))
@@ -206,8 +241,14 @@ class Tensor:
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 
-    def cuda(self) -> "Tensor":
-        return self.to("cuda")
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        """This tensor on the current CUDA device, or on ``device`` (an index or "cuda:N")."""
+        return self.to(cuda_device(device), non_blocking=non_blocking)
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensor is on a CUDA device."""
+        return self.device.startswith("cuda")
 
     def float(self) -> "Tensor":
         return self.to(dtype=float32)

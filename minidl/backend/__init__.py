@@ -27,7 +27,8 @@ import os
 from .primitives import ALL_PRIMITIVES, Backend
 
 __all__ = ["Backend", "ALL_PRIMITIVES", "register_backend", "get_backend", "canonical_device",
-           "parse_device", "use_cpu_backend", "registered_device_kinds"]
+           "parse_device", "use_cpu_backend", "registered_device_kinds", "Device",
+           "set_current_index", "current_index"]
 
 # Device kind -> a Backend instance, or "module:Class" to import on first use.
 _registry: dict[str, object] = {
@@ -88,15 +89,31 @@ def _cpu_backend_choice() -> str:
     return "numpy" if os.environ.get("MINIDL_CPU_BACKEND", "").lower() == "numpy" else "numba"
 
 
+_current_index: dict = {}
+"""The device a bare kind names, by kind ("cuda" -> 1 after ``md.cuda.set_device(1)``)."""
+
+
+def set_current_index(kind: str, index: int) -> None:
+    """Make the bare name ``kind`` ("cuda") mean device ``kind:index`` from now on."""
+    _current_index[kind] = int(index)
+    _by_name.clear()  # names as given ("cuda") may now mean another device
+
+
+def current_index(kind: str) -> int:
+    """The index a bare ``kind`` stands for: 0 unless :func:`set_current_index` changed it."""
+    return _current_index.get(kind, 0)
+
+
 def parse_device(device) -> tuple[str, int]:
-    """``(kind, index)`` of a device name: "cpu" -> ("cpu", 0), "cuda" -> ("cuda", 0),
-    "cuda:1" -> ("cuda", 1). ``ValueError`` for a malformed name or an unknown kind."""
+    """``(kind, index)`` of a device name: "cpu" -> ("cpu", 0), "cuda" -> ("cuda", 0) (the
+    current CUDA device: ``md.cuda.set_device`` changes it), "cuda:1" -> ("cuda", 1).
+    ``ValueError`` for a malformed name or an unknown kind."""
     if device is None:
         return "cpu", 0
     name = str(device).strip().lower()
     kind, _, index = name.partition(":")
     if index == "":
-        number = 0
+        number = current_index(kind)
     elif index.isdigit():
         number = int(index)
     else:
@@ -114,6 +131,39 @@ def canonical_device(device) -> str:
     """The one spelling of a device that tensors carry: "cpu", or "kind:index" ("cuda:1")."""
     kind, index = parse_device(device)
     return "cpu" if kind == "cpu" else f"{kind}:{index}"
+
+
+class Device(str):
+    """A device as an object, ``md.device`` (as ``torch.device``): ``md.device("cuda:1")`` or
+    ``md.device("cuda", 1)``, with ``.type`` and ``.index``.
+
+    It *is* the device's canonical name, a string, so it goes wherever a device name goes
+    (``x.to(md.device("cuda"))``) and equals it (``md.device("cuda", 0) == "cuda:0"``).
+    """
+
+    def __new__(cls, kind, index: int | None = None):
+        if index is not None:
+            if ":" in str(kind):
+                raise ValueError(f"device {kind!r} already has an index; got index={index!r} "
+                                 f"too")
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise ValueError(f"device index must be a non-negative int, got {index!r}")
+            kind = f"{kind}:{index}"
+        return super().__new__(cls, canonical_device(kind))
+
+    @property
+    def type(self) -> str:
+        """The kind of device: "cpu" or "cuda"."""
+        return str.__str__(self).partition(":")[0]
+
+    @property
+    def index(self) -> int | None:
+        """The device's number among its kind; None for the CPU (as PyTorch)."""
+        _, _, index = str.__str__(self).partition(":")
+        return int(index) if index else None
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}, index={self.index})"
 
 
 def _instantiate(entry, device) -> Backend:

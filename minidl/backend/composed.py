@@ -8,6 +8,9 @@ and a kernel launch (compare the CUDA backend's ``backend/cuda/batch_norm.py``, 
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 _CHANNELS = (1, -1, 1)  # a (C,) vector broadcast along axis 1 of (N, C, S)
 
 
@@ -52,3 +55,47 @@ def batch_norm_backward(be, grad, x, mean, rstd, weight, batch_stats):
     if weight is None:
         return dx, None, None
     return dx, sum_gx, sum_g
+
+
+def running_average_(be, running, batch, momentum, batch_scale):
+    """:meth:`Backend.running_average_` from elementwise primitives (four launches on a device,
+    where the CUDA backend's own kernel takes one)."""
+    if batch_scale != 1:
+        batch = be.mul(batch, batch.dtype.type(batch_scale))
+    dtype = running.dtype.type
+    be.assign_(running, be.add(be.mul(running, dtype(1 - momentum)),
+                               be.mul(be.astype(batch, running.dtype), dtype(momentum))))
+
+
+def sgd_update_group(be, params, grads, momentum_buffers, *settings):
+    """:meth:`Backend.sgd_update_group`: ``be.sgd_update`` once per tensor."""
+    for param, grad, buffer in zip(params, grads, momentum_buffers, strict=True):
+        be.sgd_update(param, grad, buffer, *settings)
+
+
+def adam_update_group(be, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, *settings):
+    """:meth:`Backend.adam_update_group`: ``be.adam_update`` once per tensor."""
+    for param, grad, m, v, v_max in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                        strict=True):
+        be.adam_update(param, grad, m, v, v_max, *settings)
+
+
+class OfTheBackendClass:
+    """A composed primitive ``function(be, ...)`` bound to the backend class it is read from.
+
+    A subclass that replaces the primitives ``function`` calls (Numba's CPU backend replaces
+    ``sgd_update`` with its kernel) inherits the composed one already calling its own kernels.
+    """
+
+    def __init__(self, function, name: str):
+        self.function, self.name = function, name
+
+    def __get__(self, instance, owner):
+        from .primitives import Backend
+        contract = getattr(Backend, self.name)
+
+        @functools.wraps(contract)
+        def primitive(*args, **kwargs):
+            return self.function(owner, *args, **kwargs)
+        primitive.__signature__ = inspect.signature(contract)
+        return primitive

@@ -366,13 +366,15 @@ class Backend:
     def take(table, indices):
         """Rows of ``table`` picked by the integer array ``indices``: shape
         ``indices.shape + table.shape[1:]`` (a gather along axis 0). ``IndexError`` naming the
-        first index outside [0, len(table)) (negative indices are errors, not wrapped)."""
+        first index outside [0, len(table)) (negative indices are errors, not wrapped); a device
+        backend may raise it at its next synchronisation instead (CUDA does)."""
         raise NotImplementedError
 
     @staticmethod
     def one_hot(indices, num_classes, dtype):
         """``indices.shape + (num_classes,)`` of ``dtype``: 1 at each index, 0 elsewhere.
-        ``IndexError`` naming the first index outside [0, num_classes)."""
+        ``IndexError`` naming the first index outside [0, num_classes) (at the next
+        synchronisation on a device backend that defers its checks, as CUDA)."""
         raise NotImplementedError
 
     @staticmethod
@@ -395,9 +397,11 @@ class Backend:
     # -- linear algebra --------------------------------------------------------------------------
 
     @staticmethod
-    def matmul(a, b):
+    def matmul(a, b, transpose_a=False, transpose_b=False):
         """Matrix product of arrays with at least 2 dimensions; leading (batch) axes broadcast.
-        Equal floating dtypes; the result has that dtype."""
+        Equal floating dtypes; the result has that dtype. ``transpose_a``/``transpose_b``
+        multiply by an operand with its last two axes swapped without making that transposed
+        copy (BLAS's ``transa``/``transb``): the result equals ``matmul(transpose(a), b)``."""
         raise NotImplementedError
 
     # -- random numbers --------------------------------------------------------------------------
@@ -478,7 +482,8 @@ class Backend:
     def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
         """``(losses, log_probs)``: per-row cross-entropy of logits (N, C) against int64 class
         targets (N,), 0 on rows whose target is ``ignore_index``. ``ValueError`` naming the first
-        other target outside [0, C)."""
+        other target outside [0, C); a device backend may raise it at its next synchronisation
+        instead (CUDA does: reading the check back at once would stall every step)."""
         raise NotImplementedError
 
     @staticmethod
@@ -523,6 +528,14 @@ class Backend:
         """``(dx, dweight, dbias)`` of batch norm of x (N, C, S); the last two None without a
         weight. ``batch_stats``: whether the forward used the batch's statistics, which then
         depend on x and add the terms that remove the mean and the x̂ component of the gradient."""
+        raise NotImplementedError
+
+    @staticmethod
+    def running_average_(running, batch, momentum, batch_scale):
+        """In place: running ← (1 − momentum)·running + momentum·(batch·batch_scale), batch norm's
+        running statistics. Rounded as composed: batch·batch_scale in batch's dtype (skipped
+        when batch_scale is 1), cast to running's dtype, then each product and the sum in
+        running's dtype (no fused multiply-add), so every backend gives the same bits."""
         raise NotImplementedError
 
     # -- recurrent cells -------------------------------------------------------------------------
@@ -573,6 +586,23 @@ class Backend:
     def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2,
                     eps, weight_decay, decoupled_weight_decay, amsgrad, maximize):
         """One Adam/AdamW step in place (formula and rounding order: the reference's docstring)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def sgd_update_group(params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
+                         nesterov, maximize, first_step):
+        """:meth:`sgd_update` of every ``params[i]`` with ``grads[i]`` and ``momentum_buffers[i]``
+        (sequences of equal length; the buffers may be None without momentum), results equal
+        bit for bit to those one-tensor calls. A device backend does it in few launches (a
+        multi-tensor kernel) instead of one per tensor."""
+        raise NotImplementedError
+
+    @staticmethod
+    def adam_update_group(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1,
+                          beta2, eps, weight_decay, decoupled_weight_decay, amsgrad, maximize):
+        """:meth:`adam_update` of every ``params[i]`` with its gradient and state arrays (equal
+        length sequences; ``max_exp_avg_sqs`` entries None without amsgrad), all at the same
+        ``step``; equal bit for bit to the one-tensor calls, in few launches on a device."""
         raise NotImplementedError
 
 

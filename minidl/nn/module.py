@@ -17,7 +17,7 @@ import numpy as np
 from ..autograd import tracing
 from ..autograd.hooks import RemovableHandle
 from ..autograd.inplace import overwrite_data
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, cuda_device, device_and_dtype
 from .hooks import ModuleHooks, call_with_hooks
 from .parameter import Parameter
 
@@ -264,8 +264,14 @@ class Module:
             function(module)
         return self
 
-    def to(self, device=None, dtype=None) -> "Module":
-        """Move (or cast) every parameter and buffer in place."""
+    def to(self, device=None, dtype=None, non_blocking: bool = False) -> "Module":
+        """Move (or cast) every parameter and buffer in place, and the gradients with them (as
+        PyTorch). ``device`` may also be a tensor (its device, and its dtype when floating) or a
+        dtype; ``dtype`` casts floating-point values only. ``non_blocking`` is as for
+        ``Tensor.to``."""
+        if isinstance(device, Tensor) and dtype is None and device.dtype.kind != "f":
+            device = device.device  # (an index or mask tensor says where, not what type)
+        device, dtype = device_and_dtype(device, dtype)
         for module in self.modules():
             for table in (module._parameters, module._buffers):
                 for name, value in table.items():
@@ -273,9 +279,20 @@ class Module:
                         continue
                     cast = dtype if (dtype is not None and value.dtype.kind == "f") else None
                     moved = value.detach().to(device=device, dtype=cast)
+                    grad = None if value.grad is None else \
+                        value.grad.detach().to(device=device, dtype=cast)
                     value.data, value.device = moved.data, moved.device
-                    value.grad = None
+                    value.grad = grad
         return self
+
+    def cuda(self, device=None) -> "Module":
+        """Move every parameter and buffer to the current CUDA device, or to ``device`` (an
+        index or "cuda:N")."""
+        return self.to(cuda_device(device))
+
+    def cpu(self) -> "Module":
+        """Move every parameter and buffer to the CPU."""
+        return self.to("cpu")
 
     def float(self) -> "Module":
         return self.to(dtype=np.float32)

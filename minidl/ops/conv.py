@@ -67,12 +67,12 @@ class Conv2dFunction(ReadsInputsWhenRecorded, Function):
         # dWᵀ = cols @ dYᵀ, (K × N·L) @ (N·L × O/g), transposed at the end (K·O/g numbers). Both
         # orders sum over the long N·L axis, but BLAS blocks it better with the many-row cols on
         # the left: on LeNet's convolutions this order measured ~2x faster than dY @ colsᵀ.
-        grad_weight_t = be.matmul(self.cols, be.transpose(g, (0, 2, 1)))   # Σ over all columns
+        grad_weight_t = be.matmul(self.cols, g, transpose_b=True)   # Σ over all columns
         grad_weight = be.reshape(be.transpose(grad_weight_t, (0, 2, 1)), self.weight.shape)
         grad_x = None
         if self.needs_input_grad[0]:  # a network's first layer needs no input gradient
             w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
-            grad_cols = be.matmul(be.transpose(w, (0, 2, 1)), g)        # (g, C/g·kh·kw, N·L)
+            grad_cols = be.matmul(w, g, transpose_a=True)        # (g, C/g·kh·kw, N·L)
             grad_cols = be.reshape(grad_cols, (self.cols.shape[0] * self.cols.shape[1], columns))
             grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None

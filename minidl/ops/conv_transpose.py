@@ -61,7 +61,7 @@ class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
         xm = be.reshape(be.transpose(x, (1, 0, 2, 3)), (groups, in_channels // groups, n * h * w))
         self.xm = xm
         wm = be.reshape(weight, (groups, in_channels // groups, out_per_group * kh * kw))
-        cols = be.matmul(be.transpose(wm, (0, 2, 1)), xm)        # (g, C_out/g·kh·kw, N·H·W)
+        cols = be.matmul(wm, xm, transpose_a=True)        # (g, C_out/g·kh·kw, N·H·W)
         cols = be.reshape(cols, (groups * out_per_group * kh * kw, n * h * w))
         out = be.col2im(cols, (n, groups * out_per_group) + out_hw, *self.geometry)
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
@@ -77,7 +77,7 @@ class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
         if self.needs_input_grad[0]:
             grad_x = be.reshape(be.matmul(wm, gcols), (in_channels, n, h, w))
             grad_x = be.copy(be.transpose(grad_x, (1, 0, 2, 3)))
-        grad_weight = be.reshape(be.matmul(self.xm, be.transpose(gcols, (0, 2, 1))),
+        grad_weight = be.reshape(be.matmul(self.xm, gcols, transpose_b=True),
                                  self.weight.shape)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias

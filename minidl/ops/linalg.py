@@ -13,12 +13,6 @@ from ..autograd.tensor import Tensor
 from ._util import broadcast_shape, check_bias_and_dtype
 
 
-def _swap_last_two(be, array):
-    axes = list(range(array.ndim))
-    axes[-1], axes[-2] = axes[-2], axes[-1]
-    return be.transpose(array, tuple(axes))
-
-
 class MatmulFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
@@ -26,8 +20,9 @@ class MatmulFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        return be.matmul(grad, _swap_last_two(be, self.b)), be.matmul(_swap_last_two(be, self.a),
-                                                                      grad)
+        # The transposes are read in place by the product (BLAS's transpose flags), not copied.
+        return be.matmul(grad, self.b, transpose_b=True), be.matmul(self.a, grad,
+                                                                    transpose_a=True)
 
     def differentiable_backward(self, grad, output):
         from .shape import transpose
@@ -50,7 +45,7 @@ class LinearFunction(Function):
         # Leading axes folded into rows: one (rows × in) GEMM instead of a batch of small ones,
         # which BLAS runs several times faster for a sequence of vectors (T, N, in).
         rows = be.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1])) if x.ndim > 2 else x
-        out = be.matmul(rows, be.transpose(weight, (1, 0)))
+        out = be.matmul(rows, weight, transpose_b=True)
         if x.ndim > 2:
             out = be.reshape(out, x.shape[:-1] + (weight.shape[0],))
         return out if bias is None else be.add(out, bias)
@@ -65,7 +60,7 @@ class LinearFunction(Function):
         grad_x = None
         if self.needs_input_grad[0]:
             grad_x = be.reshape(be.matmul(rows, self.weight), self.x.shape)
-        grad_weight = be.matmul(be.transpose(rows, (1, 0)), x_rows)
+        grad_weight = be.matmul(rows, x_rows, transpose_a=True)
         grad_bias = be.sum(rows, axis=0) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
 

@@ -473,10 +473,9 @@ class BatchNormFunction(ReadsInputsWhenRecorded, Function):
             count = self.x.shape[0] * self.x.shape[2]
             # The running statistics are updated in place: state_dict() hands out their storage.
             if running_mean is not None:
-                _move_towards(be, running_mean, self.mean, momentum)
-            if running_var is not None:
-                unbiased = be.mul(batch_var, x.dtype.type(count / (count - 1)))
-                _move_towards(be, running_var, unbiased, momentum)
+                be.running_average_(running_mean, self.mean, momentum, 1.0)
+            if running_var is not None:  # the unbiased batch variance
+                be.running_average_(running_var, batch_var, momentum, count / (count - 1))
         return be.reshape(y, x.shape)
 
     def backward(self, grad):
@@ -535,13 +534,6 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         raise ValueError("batch_norm: evaluation needs running_mean and running_var")
     return BatchNormFunction.apply(*inputs, mean=running_mean.data, var=running_var.data, eps=eps,
                            batch_stats=False)
-
-
-def _move_towards(be, running, batch, momentum: float) -> None:
-    """running = (1 - momentum)·running + momentum·batch, in place, in running's dtype."""
-    dtype = running.dtype.type
-    be.assign_(running, be.add(be.mul(running, dtype(1 - momentum)),
-                               be.mul(be.astype(batch, running.dtype), dtype(momentum))))
 
 
 # -- embedding -------------------------------------------------------------------------------------

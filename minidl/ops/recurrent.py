@@ -22,7 +22,7 @@ from ..autograd.function import Function, ReadsInputsWhenRecorded
 def _input_gates(be, x, w_ih, b_ih, b_hh):
     """x·W_ihᵀ (+ both biases: they add up before any nonlinearity) for all steps, (T, N, G)."""
     steps, batch, features = x.shape
-    gates = be.matmul(be.reshape(x, (steps * batch, features)), be.transpose(w_ih, (1, 0)))
+    gates = be.matmul(be.reshape(x, (steps * batch, features)), w_ih, transpose_b=True)
     for bias in (b_ih, b_hh):
         if bias is not None:
             gates = be.add(gates, bias)
@@ -35,7 +35,7 @@ def _weight_grads(be, gate_grads, inputs, w):
     flat = be.reshape(gate_grads, (steps * batch, width))
     flat_inputs = be.reshape(inputs, (steps * batch, inputs.shape[2]))
     grad_inputs = be.reshape(be.matmul(flat, w), inputs.shape)
-    return grad_inputs, be.matmul(be.transpose(flat, (1, 0)), flat_inputs), be.sum(flat, axis=0)
+    return grad_inputs, be.matmul(flat, flat_inputs, transpose_a=True), be.sum(flat, axis=0)
 
 
 def _order(steps: int, reverse: bool):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backend import get_backend
 from ..validation import check_flag, check_number, check_settings
 from .optimizer import Optimizer
 from .slot_updates import check_slots
@@ -57,7 +58,9 @@ class Adam(Optimizer):
         if group["amsgrad"] and slots and slots["step"] > 0 and "max_exp_avg_sq" not in slots:
             raise ValueError(f"{where} is missing slot 'max_exp_avg_sq' (amsgrad is on)")
 
-    def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
+    def _advance(self, param, slots: dict, group: dict, backend) -> tuple:
+        """Count the step in ``slots`` (made on the first) and return its state arrays:
+        (exp_avg, exp_avg_sq, max_exp_avg_sq or None)."""
         if not slots:
             # m and v start at zero; bias correction in the kernel accounts for that.
             slots["step"] = 0
@@ -66,12 +69,29 @@ class Adam(Optimizer):
         if group["amsgrad"] and "max_exp_avg_sq" not in slots:
             slots["max_exp_avg_sq"] = backend.zeros_like(param.data)
         slots["step"] += 1
+        return (slots["exp_avg"], slots["exp_avg_sq"],
+                slots.get("max_exp_avg_sq") if group["amsgrad"] else None)
+
+    def _settings(self, group: dict, step: int) -> tuple:
         beta1, beta2 = group["betas"]
-        backend.adam_update(param.data, grad, slots["exp_avg"], slots["exp_avg_sq"],
-                            slots.get("max_exp_avg_sq") if group["amsgrad"] else None,
-                            slots["step"], group["lr"], beta1, beta2, group["eps"],
-                            group["weight_decay"], group["decoupled_weight_decay"],
-                            group["amsgrad"], group["maximize"])
+        return (step, group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
+                group["decoupled_weight_decay"], group["amsgrad"], group["maximize"])
+
+    def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
+        state = self._advance(param, slots, group, backend)
+        backend.adam_update(param.data, grad, *state, *self._settings(group, slots["step"]))
+
+    def _update_group(self, updates: list, group: dict) -> None:
+        # One multi-tensor call per device and step count (normally one for the whole group;
+        # a parameter that missed steps without a gradient has a count of its own).
+        calls: dict = {}
+        for param, grad, slots in updates:
+            state = self._advance(param, slots, group, get_backend(param.device))
+            arrays = calls.setdefault((param.device, slots["step"]), ([], [], [], [], []))
+            for column, array in zip(arrays, (param.data, grad, *state)):
+                column.append(array)
+        for (device, step), arrays in calls.items():
+            get_backend(device).adam_update_group(*arrays, *self._settings(group, step))
 
 
 class AdamW(Adam):

@@ -131,6 +131,13 @@ class Optimizer:
         """Update ``param.data`` (and ``slots``) in place from ``grad``."""
         raise NotImplementedError
 
+    def _update_group(self, updates: list, group: dict) -> None:
+        """Update every ``(param, grad, slots)`` of ``updates`` (one parameter group's, in
+        order): one ``_update`` each, unless the optimizer hands the whole group to a
+        multi-tensor primitive of the backend (SGD, Adam: one launch on a GPU)."""
+        for param, grad, slots in updates:
+            self._update(param, grad, slots, group, get_backend(param.device))
+
     # -- parameter groups ----------------------------------------------------------------------
 
     def add_param_group(self, param_group: dict) -> None:
@@ -194,15 +201,15 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            for param in group["params"]:
-                grad = _grad_array(param)
-                if grad is None:
-                    continue
+            with_grads = [(param, _grad_array(param)) for param in group["params"]]
+            with_grads = [(param, grad) for param, grad in with_grads if grad is not None]
+            for param, grad in with_grads:  # (all checked before any is updated)
                 if grad.shape != param.data.shape:
                     raise ValueError(f"gradient of shape {grad.shape} for a parameter of shape "
                                      f"{param.data.shape}")
-                slots = self.state.setdefault(param, {})
-                self._update(param, grad, slots, group, get_backend(param.device))
+            self._update_group([(param, grad, self.state.setdefault(param, {}))
+                                for param, grad in with_grads], group)
+            for param, _ in with_grads:
                 # The update wrote the parameter in place: a graph built before it that kept
                 # the old values must not be differentiated any more (see autograd/inplace.py).
                 bump_version(param)

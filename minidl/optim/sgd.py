@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backend import get_backend
 from ..io.state_tree import is_array
 from ..validation import check_number, check_settings
 from .optimizer import Optimizer
@@ -45,16 +46,34 @@ class SGD(Optimizer):
         elif "momentum_buffer" in slots and not is_array(slots["momentum_buffer"]):
             raise ValueError(f"{where} slot 'momentum_buffer' must be an array")
 
+    def _momentum_buffer(self, param, slots: dict, group: dict, backend) -> tuple:
+        """(the momentum buffer or None, whether this is its first step)."""
+        if group["momentum"] == 0:
+            return None, False
+        buffer = slots.get("momentum_buffer")
+        if buffer is not None:
+            return buffer, False
+        # The buffer starts as a copy of the first gradient; the kernel fills it.
+        slots["momentum_buffer"] = backend.zeros_like(param.data)
+        return slots["momentum_buffer"], True
+
+    def _settings(self, group: dict, first_step: bool) -> tuple:
+        return (group["lr"], group["momentum"], group["dampening"], group["weight_decay"],
+                group["nesterov"], group["maximize"], first_step)
+
     def _update(self, param, grad, slots: dict, group: dict, backend) -> None:
-        momentum = group["momentum"]
-        buffer = None
-        first_step = False
-        if momentum != 0:
-            buffer = slots.get("momentum_buffer")
-            if buffer is None:
-                # The buffer starts as a copy of the first gradient; the kernel fills it.
-                buffer = slots["momentum_buffer"] = backend.zeros_like(param.data)
-                first_step = True
-        backend.sgd_update(param.data, grad, buffer, group["lr"], momentum, group["dampening"],
-                           group["weight_decay"], group["nesterov"], group["maximize"],
-                           first_step)
+        buffer, first_step = self._momentum_buffer(param, slots, group, backend)
+        backend.sgd_update(param.data, grad, buffer, *self._settings(group, first_step))
+
+    def _update_group(self, updates: list, group: dict) -> None:
+        # One multi-tensor call per device and first-step flag (normally one for the group).
+        calls: dict = {}
+        for param, grad, slots in updates:
+            backend = get_backend(param.device)
+            buffer, first_step = self._momentum_buffer(param, slots, group, backend)
+            params, grads, buffers = calls.setdefault((param.device, first_step), ([], [], []))
+            params.append(param.data)
+            grads.append(grad)
+            buffers.append(buffer)
+        for (device, first_step), arrays in calls.items():
+            get_backend(device).sgd_update_group(*arrays, *self._settings(group, first_step))

@@ -409,6 +409,17 @@ def test_matmul_of_a_stack_by_a_matrix_is_each_matrix_product(stack):
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("transpose_a, transpose_b", [(True, False), (False, True), (True, True)])
+def test_matmul_transpose_flags_multiply_by_the_swapped_operands(transpose_a, transpose_b):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    stored_a = np.swapaxes(a, -1, -2).copy() if transpose_a else a
+    stored_b = b.T.copy() if transpose_b else b
+    got = ReferenceBackend.matmul(stored_a, stored_b, transpose_a, transpose_b)
+    np.testing.assert_allclose(got, ReferenceBackend.matmul(a, b), rtol=1e-6)
+
+
 @pytest.mark.parametrize("index", [(slice(None), 1), (Ellipsis, slice(0, 3, 2)), 2,
                                    (None, slice(1, None)), (np.array([0, 0, 2]),)])
 def test_index_add_matches_add_at_for_basic_and_repeated_indices(index):

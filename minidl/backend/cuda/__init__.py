@@ -3,16 +3,19 @@
 Arrays live on the device from creation to the end (:class:`~.device.DeviceArray`); values
 cross to the host only in ``to_numpy`` (and back in ``from_numpy``), plus the single-number
 reads a few primitives need to raise their documented errors or to size their output
-(``nonzero``). The kernels are grouped by concept:
+(``nonzero``). Checks that can wait (class targets, embedding indices) are made by the kernels
+themselves and read at the next synchronisation. The kernels are grouped by concept:
 
 * :mod:`.device`: the array type, launch shapes, the counted host crossings;
+* :mod:`.deferred_checks`: input checks reported at the next synchronisation;
 * :mod:`.elementwise`: one scalar definition per operation, broadcasting in the kernel templates;
 * :mod:`.movement`: creation, casts, views, concatenation, indexing (one strided-copy kernel);
 * :mod:`.lookup`: take, one_hot, nonzero;
 * :mod:`.reduction`: sum/max/min/argmax/argmin as shared-memory tree reductions;
-* :mod:`.matmul`: the tiled, batched GEMM;
+* :mod:`.matmul`: the tiled, batched GEMM (transposed operands read in place);
 * :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.batch_norm`, :mod:`.rnn_kernels`,
-  :mod:`.optim_kernels`, :mod:`.random_kernels`;
+  :mod:`.optim_kernels` (one-tensor and multi-tensor), :mod:`.random_kernels`;
+* :mod:`.exact_math`: products rounded as the CPU rounds them (no fused multiply-add);
 * :mod:`.allocator`: the caching allocator every buffer comes from.
 
 It needs the ``numba-cuda`` package (``pip install minidl[cuda]``) and a CUDA GPU, or numba's CUDA
@@ -200,10 +203,13 @@ class CudaBackend(Backend):
 
     batch_norm_forward = staticmethod(batch_norm.batch_norm_forward)
     batch_norm_backward = staticmethod(batch_norm.batch_norm_backward)
+    running_average_ = staticmethod(batch_norm.running_average_)
 
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
+    sgd_update_group = staticmethod(optim_kernels.sgd_update_group)
+    adam_update_group = staticmethod(optim_kernels.adam_update_group)
 
 
 def _on_gpu(index, primitive):

@@ -28,7 +28,8 @@ import math
 import numpy as np
 from numba import cuda, float64
 
-from .device import empty
+from .device import empty, launch
+from .exact_math import exact_operations
 from .movement import fill_
 from .nn_kernels import ROW_BLOCKS, block_total, optional_buffer
 from .reduction import REDUCE_THREADS
@@ -135,3 +136,45 @@ def batch_norm_backward(grad, x, mean, rstd, weight, batch_stats):
 
 
 __all__ = ["batch_norm_forward", "batch_norm_backward"]
+
+
+# -- running statistics ----------------------------------------------------------------------------
+
+_running_kernels: dict = {}
+
+
+def _running_average_kernel(dtype):
+    if dtype not in _running_kernels:
+        mul, _ = exact_operations(dtype)
+
+        @cuda.jit
+        def running_average(count, running, batch, keep, take, scale, scaled):
+            # The composed form's roundings, with the products kept apart from the sum.
+            for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+                value = mul(batch[i], scale) if scaled else batch[i]
+                running[i] = mul(running[i], keep) + mul(value, take)
+        _running_kernels[dtype] = running_average
+    return _running_kernels[dtype]
+
+
+def running_average_(running, batch, momentum, batch_scale):
+    """The contract's primitive in one launch (the composed form takes four or five)."""
+    from .movement import astype
+    if running.shape != batch.shape:
+        raise ValueError(f"running_average_: batch has shape {batch.shape}, expected "
+                         f"{running.shape} like the running statistic")
+    if running.dtype.kind != "f" or running.dtype.itemsize not in (4, 8):
+        raise ValueError(f"running_average_: the running statistic must be float32 or "
+                         f"float64, got {running.dtype}")
+    scale = batch.dtype.type(batch_scale)
+    if batch.dtype != running.dtype:  # (rare) scaled in batch's dtype first, then cast
+        if batch_scale != 1:
+            from . import elementwise as ew
+            batch = ew.arithmetic(ew.mul, np.multiply)(batch, scale)
+        batch, batch_scale = astype(batch, running.dtype), 1
+    dtype = running.dtype.type
+    if running.size:
+        blocks, threads = launch(running.size)
+        _running_average_kernel(running.dtype)[blocks, threads](
+            running.size, running.buffer, batch.buffer, dtype(1 - momentum), dtype(momentum),
+            dtype(scale), batch_scale != 1)

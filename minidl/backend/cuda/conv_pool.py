@@ -18,7 +18,7 @@ from numba import cuda
 
 from ..geometry import conv_output_size
 from ..reference.pool import pool_output_size
-from .device import empty, launch
+from .device import DeviceArray, empty, launch
 
 
 @cuda.jit
@@ -122,12 +122,47 @@ def _max_pool_backward(count, grad, argmax, dx64, plane_size, windows_per_plane)
             cuda.atomic.add(dx64, (e // windows_per_plane) * plane_size + position, grad[e])
 
 
+@cuda.jit
+def _max_pool_backward_disjoint(count, grad, argmax, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                                dh, dw):
+    # Windows that do not overlap: an input cell lies in at most one window, found by
+    # division, and takes that window's gradient if it won it, else 0.
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane, y, z = e // (h * w), (e // w) % h, e % w
+        value = grad[0] * 0
+        oy, oz = (y + ph) // sh, (z + pw) // sw
+        iy, iz = y + ph - oy * sh, z + pw - oz * sw  # the cell's offset inside that window
+        if (oy < oh and oz < ow and iy % dh == 0 and iy // dh < kh and iz % dw == 0
+                and iz // dw < kw):
+            window = plane * oh * ow + oy * ow + oz
+            if argmax[window] == y * w + z:
+                value = grad[window]
+        dx[e] = value
+
+
+class PoolArgmax(DeviceArray):
+    """:func:`max_pool2d_forward`'s argmax, remembering the windows' geometry when no two
+    windows overlap, so the backward pass can gather instead of adding atomically."""
+
+    __slots__ = ("disjoint_geometry",)
+
+
+def _disjoint(kernel_size, stride, dilation) -> bool:
+    """Whether consecutive windows never share a cell (stride >= the dilated window) on both
+    axes: each cell then has at most one window, the common ``MaxPool2d(2)`` case."""
+    return all(s >= (k - 1) * d + 1 for k, s, d in zip(kernel_size, stride, dilation))
+
+
 def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     n, c, h, w = x.shape
     oh = pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode)
     ow = pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode)
     out = empty((n, c, oh, ow), x.dtype)
-    argmax = empty((n, c, oh, ow), np.int64)
+    positions = empty((n, c, oh, ow), np.int64)
+    argmax = PoolArgmax(positions.buffer, positions.shape, positions.dtype)
+    argmax.disjoint_geometry = (tuple(kernel_size) + tuple(stride) + tuple(padding)
+                                + tuple(dilation)) if _disjoint(kernel_size, stride,
+                                                                dilation) else None
     if out.size:
         blocks, threads = launch(out.size)
         lowest = x.dtype.type(-np.inf) if x.dtype.kind == "f" else np.iinfo(x.dtype).min
@@ -137,13 +172,23 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def max_pool2d_backward(grad_out, argmax, x_shape):
-    """Each window's gradient is added to the cell that won it. Overlapping windows can share a
-    winner, so the adds are atomic, into float64: the few float32 terms a cell receives add up
-    exactly there whatever order the threads arrive in, so the result is deterministic (and,
-    rounded once, equals the reference's float64 bincount)."""
+    """Each window's gradient is added to the cell that won it. Without overlap (the forward
+    pass recorded it) every cell gathers its one window's gradient or 0: one launch, no
+    atomics, exact. Overlapping windows can share a winner, so there the adds are atomic, into
+    float64: the few float32 terms a cell receives add up exactly there whatever order the
+    threads arrive in, so the result is deterministic (and, rounded once, equals the
+    reference's float64 bincount)."""
     from .movement import astype, zeros
     n, c, h, w = x_shape
     oh, ow = grad_out.shape[2:]
+    geometry = getattr(argmax, "disjoint_geometry", None)
+    if geometry is not None:
+        dx = empty(tuple(x_shape), grad_out.dtype)
+        if dx.size:
+            blocks, threads = launch(dx.size)
+            _max_pool_backward_disjoint[blocks, threads](dx.size, grad_out.buffer, argmax.buffer,
+                                                         dx.buffer, h, w, oh, ow, *geometry)
+        return dx
     dx64 = zeros(tuple(x_shape), np.float64)
     if grad_out.size:
         blocks, threads = launch(grad_out.size)

@@ -13,7 +13,8 @@ size-1, stride-0 axes, so one compiled kernel serves arrays of any rank up to th
 Every copy between host and device goes through :func:`upload` and :func:`download`, which count
 them in :data:`transfers`: the tests prove that training moves nothing but what the user asks
 for. Reads of a single flag that a primitive needs to raise its documented errors are counted
-apart, as ``checks``.
+apart, as ``checks``; checks done on the device and read at the next copy to the host
+(:mod:`.deferred_checks`) as ``deferred_checks``: they ride on a wait that happens anyway.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from numba import cuda
 
 from .allocator import allocate
+from .deferred_checks import raise_pending
 
 MAX_DIMS = 8
 """Highest rank a CUDA array may have: kernels take shapes as fixed-length tuples."""
@@ -40,7 +42,8 @@ THREADS = 8 if SIMULATED else 256
 MAX_BLOCKS = 4 if SIMULATED else 4096
 
 transfers: Counter = Counter()
-"""Host<->device crossings: "from_numpy"/"to_numpy" copies and "checks" (single flag reads)."""
+"""Host<->device crossings: "from_numpy"/"to_numpy" copies, "checks" (single flag reads that
+stop the host) and "deferred_checks" (pending checks read at a synchronisation)."""
 
 
 class DeviceArray:
@@ -87,7 +90,8 @@ def upload(array) -> DeviceArray:
 
 
 def download(array: DeviceArray) -> np.ndarray:
-    """The one device-to-host copy."""
+    """The one device-to-host copy; first raises what the device's pending checks found."""
+    raise_pending()
     transfers["to_numpy"] += 1
     host = array.buffer.copy_to_host()
     return host[:array.size].reshape(array.shape)
@@ -95,6 +99,7 @@ def download(array: DeviceArray) -> np.ndarray:
 
 def read_flag(buffer) -> int:
     """One int read back from the device, for a primitive that must raise on bad input."""
+    raise_pending()
     transfers["checks"] += 1
     return int(buffer.copy_to_host()[0])
 

@@ -2,8 +2,9 @@
 
 take and one_hot must reject an index outside their range, naming it. The kernels record the
 position of the first bad index with an atomic minimum (so "first" means first in C order, not
-first to be seen by some thread); the host reads that one number back and, only when it names a
-bad index, reads the index itself to put in the message.
+first to be seen by some thread) in a slot of :mod:`.deferred_checks`; the host reads the slots
+at the next synchronisation and, only when one names a bad index, reads the index itself to put
+in the message. A lookup therefore never stops the host.
 """
 
 from __future__ import annotations
@@ -14,87 +15,81 @@ import numpy as np
 from numba import cuda
 
 from .allocator import allocate
-from .device import DeviceArray, download, empty, launch, read_flag, transfers
+from .deferred_checks import report_bad_value, take_slot
+from .device import DeviceArray, empty, launch, read_flag
 from .movement import astype, zeros
 
-_NONE = np.iinfo(np.int64).max
 
-
-@cuda.jit
-def _set_int64(flag, value):
-    flag[0] = value
-
+# The range checks are done by the kernels that read the indices and reported at the next
+# synchronisation (deferred_checks): an embedding lookup in a training step waits for nothing.
+# A bad index's output row is 0 until then.
 
 @cuda.jit
-def _take_rows(count, out, table, row_size, rows, indices, first_bad):
+def _take_rows(count, out, table, row_size, rows, indices, first_bad, slot):
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         position = i // row_size
         row = indices[position]
         if row < 0 or row >= rows:
-            cuda.atomic.min(first_bad, 0, position)
+            cuda.atomic.min(first_bad, slot, position)
+            out[i] = 0
         else:
             out[i] = table[row * row_size + i % row_size]
 
 
 @cuda.jit
-def _one_hot(count, out, classes, indices, first_bad):
+def _one_hot(count, out, classes, indices, first_bad, slot):
     for position in range(cuda.grid(1), count, cuda.gridsize(1)):
         value = indices[position]
         if value < 0 or value >= classes:
-            cuda.atomic.min(first_bad, 0, position)
+            cuda.atomic.min(first_bad, slot, position)
         else:
             out[position * classes + value] = 1
 
 
 @cuda.jit
-def _check_range(count, indices, limit, first_bad):
+def _check_range(count, indices, limit, first_bad, slot):
     for position in range(cuda.grid(1), count, cuda.gridsize(1)):
         if indices[position] < 0 or indices[position] >= limit:
-            cuda.atomic.min(first_bad, 0, position)
+            cuda.atomic.min(first_bad, slot, position)
 
 
-def _first_bad_flag():
-    flag = allocate(1, np.int64)
-    _set_int64[1, 1](flag, _NONE)
-    return flag
-
-
-def _raise_if_bad(op, flag, indices: DeviceArray, limit, what):
-    position = read_flag(flag)
-    if position != _NONE:
-        value = int(download(indices).reshape(-1)[position])
-        transfers["to_numpy"] -= 1  # the error report's own read, not a copy of the op's
-        transfers["checks"] += 1
-        raise IndexError(f"{op}: index {value} is out of range for {limit} {what}")
+def _checked_later(op, indices: DeviceArray, limit, what) -> tuple:
+    """(slot buffer, slot) for a kernel to record the first index outside [0, limit) in."""
+    return take_slot(report_bad_value(
+        indices, IndexError, lambda value: f"{op}: index {value} is out of range for {limit} "
+                                           f"{what}"))
 
 
 def take(table, indices):
+    """The contract's primitive; an index out of range raises its ``IndexError`` at the next
+    synchronisation."""
     indices = astype(indices, np.int64)
     row_size = math.prod(table.shape[1:])
     out = empty(indices.shape + table.shape[1:], table.dtype)
     count = out.size
     if indices.size:
-        flag = _first_bad_flag()
+        flag, slot = _checked_later("take", indices, table.shape[0], "rows")
         if count:
             blocks, threads = launch(count)
             _take_rows[blocks, threads](count, out.buffer, table.buffer, row_size,
-                                        table.shape[0], indices.buffer, flag)
+                                        table.shape[0], indices.buffer, flag, slot)
         else:  # rows of size 0: nothing to copy, but the indices must still be in range
             blocks, threads = launch(indices.size)
-            _check_range[blocks, threads](indices.size, indices.buffer, table.shape[0], flag)
-        _raise_if_bad("take", flag, indices, table.shape[0], "rows")
+            _check_range[blocks, threads](indices.size, indices.buffer, table.shape[0], flag,
+                                          slot)
     return out
 
 
 def one_hot(indices, num_classes, dtype):
+    """The contract's primitive; a value out of range raises its ``IndexError`` at the next
+    synchronisation."""
     indices = astype(indices, np.int64)
     out = zeros(indices.shape + (int(num_classes),), dtype)
     if indices.size:
-        flag = _first_bad_flag()
+        flag, slot = _checked_later("one_hot", indices, num_classes, "classes")
         blocks, threads = launch(indices.size)
         _one_hot[blocks, threads](indices.size, out.buffer, int(num_classes), indices.buffer,
-                                  flag)
-        _raise_if_bad("one_hot", flag, indices, num_classes, "classes")
+                                  flag, slot)
     return out
 
 

@@ -20,6 +20,11 @@ row (coalesced loads). Two ``syncthreads`` per step: one after loading (nobody r
 before it is complete) and one after computing (nobody overwrites a slab still being read).
 Elements outside A or B load as 0, so edge tiles need no special case in the inner loop.
 
+Transposed operands. A and B are read through a row and a column stride, as BLAS's
+``transa``/``transb`` read them: ``matmul(a, b, transpose_b=True)`` reads b's stored (n x k)
+matrices column by column as the (k x n) operand, so the backward pass of a linear layer or a
+convolution never makes a transposed copy to feed the product.
+
 The grid is (ceil(N/BN), ceil(M/BM), batch): blockIdx.z selects the matrix pair (in launches of
 at most 65535, the grid's limit); a batch stride
 of 0 reuses one matrix for every batch entry (a 2-D weight against a batch of inputs).
@@ -49,10 +54,15 @@ _MAX_GRID_Z = 65535
 _kernels: dict = {}
 
 
-def _gemm_kernel(dtype):
+def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
+    """The GEMM for ``dtype`` and one pair of transpose flags. The flags are compile-time
+    constants: each operand's strides are then 1 or a size, the multiplications by 1 vanish and
+    the load order is fixed, so the plain product costs no more registers than before the flags
+    existed."""
     dtype = np.dtype(dtype)
-    if dtype in _kernels:
-        return _kernels[dtype]
+    key = (dtype, transpose_a, transpose_b)
+    if key in _kernels:
+        return _kernels[key]
     numba_type = from_dtype(dtype)
     zero = dtype.type(0)
 
@@ -72,6 +82,13 @@ def _gemm_kernel(dtype):
         patch_col = (t % (BN // TN)) * TN
         a_base = batch * a_batch_stride
         b_base = batch * b_batch_stride
+        # A transposed operand is its stored matrix read column by column.
+        a_row_stride, a_column_stride = (1, m) if transpose_a else (k, 1)
+        b_row_stride, b_column_stride = (1, k) if transpose_b else (n, 1)
+        # Neighbouring threads load neighbouring addresses: along a slab's rows when the operand
+        # is stored row-major, down its columns when it is a transposed (column-major) operand.
+        a_by_rows = not transpose_a
+        b_by_rows = not transpose_b
 
         for i in range(TM):
             for j in range(TN):
@@ -80,15 +97,23 @@ def _gemm_kernel(dtype):
         for k0 in range(0, k, BK):
             # Cooperative, coalesced loads of the two slabs (zeros past the edges).
             for e in range(t, BM * BK, GEMM_THREADS):
-                r, q = e // BK, e % BK
+                if a_by_rows:
+                    r, q = e // BK, e % BK
+                else:
+                    r, q = e % BM, e // BM
                 if row0 + r < m and k0 + q < k:
-                    a_tile[r, q] = a[a_base + (row0 + r) * k + k0 + q]
+                    a_tile[r, q] = a[a_base + (row0 + r) * a_row_stride
+                                     + (k0 + q) * a_column_stride]
                 else:
                     a_tile[r, q] = zero
             for e in range(t, BK * BN, GEMM_THREADS):
-                q, s = e // BN, e % BN
+                if b_by_rows:
+                    q, s = e // BN, e % BN
+                else:
+                    q, s = e % BK, e // BK
                 if k0 + q < k and col0 + s < n:
-                    b_tile[q, s] = b[b_base + (k0 + q) * n + col0 + s]
+                    b_tile[q, s] = b[b_base + (k0 + q) * b_row_stride
+                                     + (col0 + s) * b_column_stride]
                 else:
                     b_tile[q, s] = zero
             cuda.syncthreads()
@@ -111,7 +136,7 @@ def _gemm_kernel(dtype):
                     if col < n:
                         c[c_base + row * n + col] = patch[i, j]
 
-    _kernels[dtype] = gemm
+    _kernels[key] = gemm
     return gemm
 
 
@@ -127,17 +152,23 @@ def _batched(array, batch_shape):
     return array.buffer, matrix
 
 
-def matmul(a, b):
+def _swap_last_two(shape) -> tuple:
+    return tuple(shape[:-2]) + (shape[-1], shape[-2])
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"matmul needs arrays of at least 2 dimensions, got shapes {a.shape} "
                          f"and {b.shape}")
     if a.dtype != b.dtype or a.dtype.kind != "f":
         raise ValueError(f"matmul needs two arrays of the same floating dtype, got {a.dtype} "
                          f"and {b.dtype}")
-    m, k = a.shape[-2:]
-    k2, n = b.shape[-2:]
+    a_shape = _swap_last_two(a.shape) if transpose_a else a.shape
+    b_shape = _swap_last_two(b.shape) if transpose_b else b.shape
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
     if k != k2:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align ({k} != {k2})")
+        raise ValueError(f"matmul: shapes {a_shape} and {b_shape} do not align ({k} != {k2})")
     batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     batch = math.prod(batch_shape)
     out = empty(tuple(batch_shape) + (m, n), a.dtype)
@@ -149,7 +180,7 @@ def matmul(a, b):
         return out
     a_buffer, a_stride = _batched(a, batch_shape)
     b_buffer, b_stride = _batched(b, batch_shape)
-    kernel = _gemm_kernel(a.dtype)
+    kernel = _gemm_kernel(a.dtype, bool(transpose_a), bool(transpose_b))
     for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
         grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))
         kernel[grid, GEMM_THREADS](a_buffer, b_buffer, out.buffer, m, n, k, a_stride, b_stride,

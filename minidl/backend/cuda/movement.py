@@ -21,6 +21,7 @@ import numpy as np
 from numba import cuda
 
 from .allocator import allocate
+from .deferred_checks import take_slot
 from .device import (
     DeviceArray, contiguous_strides, empty, launch, padded, read_flag, strided_offset,
     broadcast_strides,
@@ -328,36 +329,36 @@ def _indexed_offset(flat, shape, basic_strides, table_strides, offset, table, wi
 
 @cuda.jit
 def _gather(count, out, src, shape, basic_strides, table_strides, offset, table, width, k,
-            sizes, strides, bad):
+            sizes, strides, bad, slot):
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         source = _indexed_offset(i, shape, basic_strides, table_strides, offset, table, width, k,
                                  sizes, strides)
         if source < 0:
-            bad[0] = 1
+            bad[slot] = 1
         else:
             out[i] = src[source]
 
 
 @cuda.jit
 def _scatter_store(count, dst, values, value_strides, shape, basic_strides, table_strides,
-                   offset, table, width, k, sizes, strides, bad):
+                   offset, table, width, k, sizes, strides, bad, slot):
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         target = _indexed_offset(i, shape, basic_strides, table_strides, offset, table, width, k,
                                  sizes, strides)
         if target < 0:
-            bad[0] = 1
+            bad[slot] = 1
         else:
             dst[target] = values[strided_offset(i, shape, value_strides, 0)]
 
 
 @cuda.jit
 def _scatter_add(count, dst, values, value_strides, shape, basic_strides, table_strides, offset,
-                 table, width, k, sizes, strides, bad):
+                 table, width, k, sizes, strides, bad, slot):
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         target = _indexed_offset(i, shape, basic_strides, table_strides, offset, table, width, k,
                                  sizes, strides)
         if target < 0:
-            bad[0] = 1
+            bad[slot] = 1
         else:
             # Repeated indices add up; atomics make concurrent adds to one cell safe (in an
             # unspecified order, as PyTorch's index_add_ on CUDA).
@@ -376,9 +377,13 @@ def error_flag():
     return flag
 
 
+def _bad_index(position=None) -> IndexError:
+    return IndexError("index out of range: an index array holds a value outside its axis")
+
+
 def _check_flag(flag) -> None:
     if read_flag(flag):
-        raise IndexError("index out of range: an index array holds a value outside its axis")
+        raise _bad_index()
 
 
 def getitem(x, index):
@@ -390,7 +395,7 @@ def getitem(x, index):
     if count:
         bad = error_flag()
         blocks, threads = launch(count)
-        _gather[blocks, threads](count, out.buffer, x.buffer, *plan.kernel_arguments(), bad)
+        _gather[blocks, threads](count, out.buffer, x.buffer, *plan.kernel_arguments(), bad, 0)
         _check_flag(bad)
     return out
 
@@ -407,12 +412,16 @@ def _scatter_into(target, index, values, accumulate):
         raise ValueError(f"could not broadcast values of shape {values.shape} into the "
                          f"selection of shape {tuple(plan.shape)}") from None
     if count:
-        bad = error_flag()
+        # An accumulation makes a new array (index_add: an embedding's gradient), so its range
+        # check can wait for the next synchronisation (deferred_checks) with nothing of the
+        # user's half-written; setitem_ writes the user's array in place and checks at once.
+        deferred = accumulate and plan.table is not None
+        bad, slot = take_slot(_bad_index) if deferred else (error_flag(), 0)
         blocks, threads = launch(count)
         kernel = _scatter_add if accumulate else _scatter_store
         kernel[blocks, threads](count, target.buffer, values.buffer, padded(value_strides, 0),
-                                *plan.kernel_arguments(), bad)
-        if plan.table is not None:
+                                *plan.kernel_arguments(), bad, slot)
+        if plan.table is not None and not deferred:
             _check_flag(bad)
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from numba import cuda
 
 from ..reference.nn_kernels import check_gelu_approximate
-from .allocator import allocate
-from .device import download, empty, launch, read_flag, transfers
+from .deferred_checks import report_bad_value, take_slot
+from .device import empty, launch
 from .elementwise import binary, unary
 from .movement import reshape, transpose
 from .reduction import REDUCE_THREADS, sum as reduce_sum
@@ -113,24 +113,18 @@ def log_softmax(x, axis):
 # -- softmax + cross-entropy -----------------------------------------------------------------------
 
 @cuda.jit
-def _first_bad_target(targets, count, classes, ignore_index, first_bad):
-    for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-        target = targets[i]
-        if target != ignore_index and (target < 0 or target >= classes):
-            cuda.atomic.min(first_bad, 0, i)
-
-
-@cuda.jit
-def _set(flag, value):
-    flag[0] = value
-
-
-@cuda.jit
-def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing):
+def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing,
+                        first_bad, slot):
     for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
         target = targets[i]
         if target == ignore_index:
             losses[i] = 0
+            continue
+        if target < 0 or target >= classes:
+            # Checked here, where the target is read anyway, and reported at the next
+            # synchronisation (deferred_checks); the row's loss is nan until then.
+            cuda.atomic.min(first_bad, slot, i)
+            losses[i] = math.nan
             continue
         loss = -(1.0 - smoothing) * log_probs[i * classes + target]
         if smoothing != 0.0:
@@ -156,32 +150,23 @@ def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ig
         out[e] = d * grad_losses[i]
 
 
-def _check_targets(targets, classes, ignore_index):
-    none = np.iinfo(np.int64).max
-    flag = allocate(1, np.int64)
-    _set[1, 1](flag, none)
-    blocks, threads = launch(targets.size)
-    _first_bad_target[blocks, threads](targets.buffer, targets.size, classes, ignore_index, flag)
-    position = read_flag(flag)
-    if position != none:
-        value = int(download(targets).reshape(-1)[position])
-        transfers["to_numpy"] -= 1  # the error report's own read
-        transfers["checks"] += 1
-        raise ValueError(f"target {value} is out of range for {classes} classes")
-
-
 def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
+    """The contract's primitive. An out-of-range target raises its ``ValueError`` at the next
+    synchronisation (a copy to the host, ``md.cuda.synchronize()``), not here: checking at once
+    would stop the host every training step (see :mod:`.deferred_checks`)."""
     from .movement import astype
     n, classes = logits.shape
     targets = astype(targets, np.int64)
-    if n:
-        _check_targets(targets, classes, int(ignore_index))
     log_probs = log_softmax(logits, 1)
     losses = empty((n,), logits.dtype)
     if n:
+        first_bad, slot = take_slot(report_bad_value(
+            targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
+                                               f"classes"))
         blocks, threads = launch(n)
         _cross_entropy_rows[blocks, threads](log_probs.buffer, targets.buffer, losses.buffer, n,
-                                             classes, int(ignore_index), float(label_smoothing))
+                                             classes, int(ignore_index), float(label_smoothing),
+                                             first_bad, slot)
     return losses, log_probs
 
 

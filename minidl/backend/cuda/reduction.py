@@ -1,7 +1,8 @@
 """Reductions (sum, max, min, argmax, argmin) as tree reductions in shared memory.
 
-The reduced axes are moved last (one copy, only when they are not already last), so the input
-is a matrix of ``rows`` outputs by ``length`` values each. One thread block reduces one row:
+The input is read as a matrix of ``rows`` outputs by ``length`` values each: directly when the
+reduced axes are last, else through strides (sum, max, min read rows in place; argmax and argmin
+move the reduced axes last with one copy). One thread block reduces one row:
 
 1. each thread folds a strided share of the row into one value held in a register
    (thread t takes elements t, t + T, t + 2T, ...: neighbouring threads read neighbouring
@@ -11,7 +12,8 @@ is a matrix of ``rows`` outputs by ``length`` values each. One thread block redu
    t + s, and ``syncthreads`` waits for the whole round before the next one reads it.
 
 T is a power of two fixed when the kernel is compiled (shared arrays have compile-time sizes).
-Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``).
+Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``); a few long rows
+(a full sum) take two levels, a block per chunk and then a block per row (see ``FEW_ROWS``).
 The order of additions is fixed by the thread layout, so results repeat bit for bit from run
 to run on the same device; they differ from NumPy's pairwise sums in the last bits.
 """
@@ -24,7 +26,9 @@ import math
 import numpy as np
 from numba import cuda, from_dtype
 
-from .device import SIMULATED, DeviceArray, empty, launch
+from .device import (
+    SIMULATED, DeviceArray, contiguous_strides, empty, launch, padded, strided_offset,
+)
 from .movement import astype, reshape, transpose
 
 REDUCE_THREADS = 8 if SIMULATED else 256
@@ -32,6 +36,12 @@ _ROW_BLOCKS = 4 if SIMULATED else 65535
 # Rows up to this long are folded by one thread each instead of one block each: many short
 # rows (a sum over a batch axis of a few entries) would leave most of a block idle.
 SERIAL_LENGTH = 16 if SIMULATED else 32
+# Fewer rows than this, each longer than two chunks, are reduced in two levels: a block per
+# chunk of CHUNK values, then a block per row over the chunks' results. One block per row would
+# leave all but a few of the GPU's multiprocessors idle (a full sum has one row).
+FEW_ROWS = 4 if SIMULATED else 128
+CHUNK = 4 * REDUCE_THREADS if SIMULATED else 16 * REDUCE_THREADS
+MAX_CHUNKS = 8 if SIMULATED else 1024
 
 
 def _add(a, b):
@@ -65,25 +75,37 @@ def _value_kernel(combine, dtype):
     fold = cuda.jit(device=True)(combine)
     numba_type = from_dtype(np.dtype(dtype))
 
+    @cuda.jit(device=True)
+    def block_fold(partial, value):
+        """The fold of every thread's ``value`` in the block (steps 1 and 2 above)."""
+        t = cuda.threadIdx.x
+        partial[t] = value
+        cuda.syncthreads()
+        step = REDUCE_THREADS // 2
+        while step > 0:
+            if t < step:
+                partial[t] = fold(partial[t], partial[t + step])
+            cuda.syncthreads()
+            step //= 2
+        total = partial[0]
+        cuda.syncthreads()  # (the next row's first write must wait for every thread's read)
+        return total
+
     @cuda.jit
-    def kernel(x, rows, length, identity, out):
+    def kernel(x, rows, length, parts, chunk, identity, out):
+        # Each row is cut into ``parts`` consecutive chunks (1 part: the whole row), one block
+        # per chunk; out[row * parts + part] is the chunk's fold.
         partial = cuda.shared.array(REDUCE_THREADS, numba_type)
         t = cuda.threadIdx.x
-        for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        for piece in range(cuda.blockIdx.x, rows * parts, cuda.gridDim.x):
+            row, part = piece // parts, piece % parts
+            end = builtins.min(length, (part + 1) * chunk)
             value = identity
-            for i in range(t, length, REDUCE_THREADS):
+            for i in range(part * chunk + t, end, REDUCE_THREADS):
                 value = fold(value, x[row * length + i])
-            partial[t] = value
-            cuda.syncthreads()
-            step = REDUCE_THREADS // 2
-            while step > 0:
-                if t < step:
-                    partial[t] = fold(partial[t], partial[t + step])
-                cuda.syncthreads()
-                step //= 2
+            total = block_fold(partial, value)
             if t == 0:
-                out[row] = partial[0]
-            cuda.syncthreads()
+                out[piece] = total
 
     @cuda.jit
     def serial(x, rows, length, identity, out):
@@ -93,7 +115,34 @@ def _value_kernel(combine, dtype):
                 value = fold(value, x[row * length + i])
             out[row] = value
 
-    _value_kernels[key] = (kernel, serial)
+    # The same two, reading rows in place through strides: row r's element i is at
+    # offset(r over the kept axes) + offset(i over the reduced axes), so reducing leading or
+    # middle axes (a bias gradient's sum over batch and pixels) needs no transposed copy.
+    @cuda.jit
+    def strided_kernel(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
+                       reduced_strides):
+        partial = cuda.shared.array(REDUCE_THREADS, numba_type)
+        t = cuda.threadIdx.x
+        for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+            base = strided_offset(row, kept_shape, kept_strides, 0)
+            value = identity
+            for i in range(t, length, REDUCE_THREADS):
+                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+            total = block_fold(partial, value)
+            if t == 0:
+                out[row] = total
+
+    @cuda.jit
+    def strided_serial(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
+                       reduced_strides):
+        for row in range(cuda.grid(1), rows, cuda.gridsize(1)):
+            base = strided_offset(row, kept_shape, kept_strides, 0)
+            value = identity
+            for i in range(length):
+                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+            out[row] = value
+
+    _value_kernels[key] = (kernel, serial, strided_kernel, strided_serial)
     return _value_kernels[key]
 
 
@@ -192,22 +241,49 @@ def _final_shape(shape, axes, keepdims, kept_shape):
     return kept_shape
 
 
+def _strided_rows(x: DeviceArray, axes) -> tuple:
+    """(kept shape, kept strides, reduced shape, reduced strides), padded for the kernels:
+    x read as rows over its kept axes, each a run over its reduced axes, with no copy."""
+    strides = contiguous_strides(x.shape)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    return (padded([x.shape[a] for a in kept], 1), padded([strides[a] for a in kept], 0),
+            padded([x.shape[a] for a in axes], 1), padded([strides[a] for a in axes], 0))
+
+
 def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
     axes = _normalize_axes(axis, x.ndim)
     source = astype(x, out_dtype)
-    rows_view, rows, length, kept_shape = _rows(source, axes)
+    in_place = list(axes) == list(range(x.ndim - len(axes), x.ndim))
+    kept_shape = tuple(x.shape[a] for a in range(x.ndim) if a not in axes)
+    rows, length = math.prod(kept_shape), math.prod(x.shape[a] for a in axes)
     if length == 0 and name != "sum":
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     out = empty((rows,), out_dtype)
     if rows:
         identity = identity_of(np.dtype(out_dtype))
-        tree, serial = _value_kernel(combine, out_dtype)
+        tree, serial, strided_tree, strided_serial = _value_kernel(combine, out_dtype)
+        # Reduced axes last: rows are contiguous runs. Otherwise the strided kernels.
+        layout = () if in_place else _strided_rows(source, axes)
         if length <= SERIAL_LENGTH:
             blocks, threads = launch(rows)
-            serial[blocks, threads](rows_view.buffer, rows, length, identity, out.buffer)
+            (serial if in_place else strided_serial)[blocks, threads](
+                source.buffer, rows, length, identity, out.buffer, *layout)
+        elif not in_place:
+            strided_tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, identity, out.buffer, *layout)
+        elif rows < FEW_ROWS and length > 2 * CHUNK:
+            # Two levels: many blocks fold a chunk each, then one block per row folds the
+            # chunks' results (in a fixed order, so the bits repeat from run to run).
+            parts = builtins.min(-(-length // CHUNK), MAX_CHUNKS)
+            chunk = -(-length // parts)
+            partials = empty((rows * parts,), out_dtype)
+            tree[builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, parts, chunk, identity, partials.buffer)
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                partials.buffer, rows, parts, 1, parts, identity, out.buffer)
         else:
-            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](rows_view.buffer, rows, length,
-                                                                  identity, out.buffer)
+            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, 1, length, identity, out.buffer)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 

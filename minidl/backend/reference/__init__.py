@@ -5,6 +5,7 @@ check by eye. The Numba backend extends this class, replacing the kernels that p
 against it.
 """
 
+from .. import composed
 from ..primitives import Backend
 from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 
@@ -109,6 +110,7 @@ class ReferenceBackend(Backend):
     layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
     batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
     batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
+    running_average_ = composed.OfTheBackendClass(composed.running_average_, "running_average_")
 
     # recurrent cells
     lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
@@ -119,3 +121,7 @@ class ReferenceBackend(Backend):
     # optimizer kernels
     sgd_update = staticmethod(optim_kernels.sgd_update)
     adam_update = staticmethod(optim_kernels.adam_update)
+    # On the host a loop costs nothing a fused launch would save.
+    sgd_update_group = composed.OfTheBackendClass(composed.sgd_update_group, "sgd_update_group")
+    adam_update_group = composed.OfTheBackendClass(composed.adam_update_group,
+                                                   "adam_update_group")

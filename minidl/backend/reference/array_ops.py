@@ -297,7 +297,12 @@ def stack(arrays, axis):
 
 # -- linear algebra ----------------------------------------------------------------------------
 
-def matmul(a, b):
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    # NumPy's transposes are views: BLAS reads them in place, as the flags ask.
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
     if a.ndim > 2 and b.ndim == 2:
         # A stack of matrices times one matrix is one product of the stacked rows: NumPy does
         # the stacked form without BLAS (measured ~100x slower on (32, 64, 512) @ (512, 128),

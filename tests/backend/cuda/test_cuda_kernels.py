@@ -96,6 +96,42 @@ def test_batched_gemm_matches_numpy_across_edge_tiles_and_broadcast_batches(shap
     same("matmul", a.astype(np.float64), b.astype(np.float64), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("transpose_a, transpose_b", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 9)), ((2, 3, 5, 4), (4, 6)), ((3, 1, 4, 6),
+                                                                             (2, 6, 3))])
+def test_gemm_reads_transposed_operands_in_place(shapes, transpose_a, transpose_b):
+    # The operands are stored transposed; the flags make the GEMM read them as their transposes
+    # (BLAS's transa/transb) with no copy launched.
+    from minidl.backend.cuda.device import transfers
+    a, b = normal(*shapes[0]), normal(*shapes[1])
+    stored_a = np.swapaxes(a, -1, -2).copy() if transpose_a else a
+    stored_b = np.swapaxes(b, -1, -2).copy() if transpose_b else b
+    on_device = up((stored_a, stored_b))
+    product = backend().matmul(*on_device, transpose_a=transpose_a, transpose_b=transpose_b)
+    np.testing.assert_allclose(down(product), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+    assert REF.matmul(stored_a, stored_b, transpose_a, transpose_b).shape == product.shape
+    with pytest.raises(ValueError, match="do not align"):
+        backend().matmul(*on_device, transpose_a=not transpose_a, transpose_b=transpose_b)
+
+
+@pytest.mark.slow
+def test_the_gpus_gemm_tiles_compute_the_product_on_the_simulator(monkeypatch):
+    # The simulator normally runs 4x4 tiles; here the GPU's 64x64x16 tiles of 4x4 patches (256
+    # threads) run on it, edge tiles and both load orders (a transposed operand) included.
+    import minidl.backend.cuda.matmul as gemm
+    from minidl.backend.cuda.device import SIMULATED
+    if SIMULATED:
+        for name, value in dict(BM=64, BN=64, BK=16, TM=4, TN=4, GEMM_THREADS=256).items():
+            monkeypatch.setattr(gemm, name, value)
+        monkeypatch.setattr(gemm, "_kernels", {})
+    a, b = normal(66, 20), normal(20, 65)
+    for transpose_a, transpose_b in ((True, False), (False, True)):
+        stored_a = a.T.copy() if transpose_a else a
+        stored_b = b.T.copy() if transpose_b else b
+        product = gemm.matmul(*up((stored_a, stored_b)), transpose_a, transpose_b)
+        np.testing.assert_allclose(down(product), a @ b, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (1, False), (2, False),
                                             ((0, 2), True), ((1, 2), False)])
 def test_tree_reductions_match_numpy(axis, keepdims):
@@ -104,6 +140,18 @@ def test_tree_reductions_match_numpy(axis, keepdims):
         same(name, x, axis, keepdims)
     same("sum", (x > 0), axis, keepdims, exact=True)  # bool counts as int64
     same("max", x.astype(np.int32), axis, keepdims, exact=True)
+
+
+@pytest.mark.parametrize("shape, axis, length", [((301,), None, 301), ((3, 130), 1, 130),
+                                                  ((2, 3, 50), (1, 2), 150)])
+def test_few_long_rows_are_reduced_in_two_levels(shape, axis, length):
+    # Longer than two chunks, fewer rows than FEW_ROWS: a block per chunk, then per row.
+    from minidl.backend.cuda.reduction import CHUNK, FEW_ROWS
+    x = normal(*shape)
+    assert length > 2 * CHUNK and x.size // length < FEW_ROWS
+    for name in ("sum", "max", "min"):
+        same(name, x, axis, False, rtol=1e-5, atol=1e-5)
+    same("sum", np.ones(shape, np.int64), axis, False, exact=True)
 
 
 def test_arg_reductions_take_the_first_of_ties_and_nan_wins():
@@ -191,17 +239,19 @@ def test_index_add_accumulates_repeated_indices():
 
 def test_out_of_range_indices_raise_index_errors_naming_them():
     table = up(normal(4, 3))
+    # take and one_hot check on the device: raised at the next synchronisation (the copy back)
     with pytest.raises(IndexError, match="index 4 is out of range for 4 rows"):
-        backend().take(table, up(np.array([0, 4, 9])))
+        down(backend().take(table, up(np.array([0, 4, 9]))))
     with pytest.raises(IndexError, match="index -1"):
-        backend().take(table, up(np.array([-1])))
+        down(backend().take(table, up(np.array([-1]))))
     with pytest.raises(IndexError, match="index 7 is out of range for 5 classes"):
-        backend().one_hot(up(np.array([1, 7])), 5, np.float32)
+        down(backend().one_hot(up(np.array([1, 7])), 5, np.float32))
     with pytest.raises(IndexError):
         backend().getitem(table, (up(np.array([0, 5])),))
     with pytest.raises(ValueError, match="target 3 is out of range for 3 classes"):
-        backend().softmax_cross_entropy_forward(up(normal(2, 3)), up(np.array([0, 3])), -100,
-                                                0.0)
+        # checked on the device: raised at the next synchronisation (here: the copy back)
+        down(backend().softmax_cross_entropy_forward(up(normal(2, 3)), up(np.array([0, 3])),
+                                                     -100, 0.0))
 
 
 def test_take_one_hot_nonzero_concatenate_stack():
@@ -227,6 +277,26 @@ def test_im2col_and_its_adjoint_col2im(geometry):
     same("im2col", x, *geometry, exact=True)
     cols = REF.im2col(x, *geometry)
     same("col2im", normal(*cols.shape), x.shape, *geometry, rtol=1e-6)
+
+
+@pytest.mark.parametrize("pool, disjoint", [(((2, 2), (2, 2), (0, 0), (1, 1), False), True),
+                                            (((2, 3), (3, 5), (1, 1), (1, 2), True), True),
+                                            (((3, 3), (3, 3), (1, 0), (1, 1), True), True),
+                                            (((3, 3), (2, 2), (1, 1), (1, 1), True), False)])
+def test_max_pool_backward_from_the_devices_own_argmax(pool, disjoint):
+    # Windows that do not overlap (with padding, dilation gaps, ceil_mode's partial windows)
+    # take the gather path: every input cell gets its window's gradient or an exact 0.
+    from minidl.backend.cuda.conv_pool import PoolArgmax
+    x = normal(2, 2, 7, 8)
+    x[0, 0, :2, :2] = 1.0  # ties inside a window
+    out, argmax = REF.max_pool2d_forward(x, *pool)
+    grad = normal(*out.shape)
+    _, device_argmax = backend().max_pool2d_forward(up(x), *pool)
+    assert isinstance(device_argmax, PoolArgmax)
+    assert (device_argmax.disjoint_geometry is not None) == disjoint
+    np.testing.assert_array_equal(down(device_argmax), argmax)
+    got = down(backend().max_pool2d_backward(up(grad), device_argmax, x.shape))
+    np.testing.assert_array_equal(got, REF.max_pool2d_backward(grad, argmax, x.shape))
 
 
 @pytest.mark.parametrize("pool", [((2, 2), (2, 2), (0, 0), (1, 1), False),
@@ -316,6 +386,70 @@ def test_adam_update_equals_the_reference_bit_for_bit(dtype, options):
         backend().adam_update(device[0], up(grad), *device[2:], **arguments)
     for got, want in zip(device, state):
         np.testing.assert_array_equal(down(got), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch_scale", [1.0, 4 / 3])
+def test_running_average_equals_the_reference_bit_for_bit(dtype, batch_scale):
+    running, batch = normal(37, dtype=dtype), normal(37, dtype=dtype)
+    device = up(running)
+    for momentum in (0.1, 0.01):
+        REF.running_average_(running, batch, momentum, batch_scale)
+        backend().running_average_(device, up(batch), momentum, batch_scale)
+    np.testing.assert_array_equal(down(device), running)
+    with pytest.raises(ValueError, match="batch has shape"):
+        backend().running_average_(device, up(normal(3)), 0.1, 1.0)
+
+
+GROUP_SHAPES = [(3, 2), (0,), (5,), (1,)] + [(2,)] * 10  # empty, odd sizes, over one launch
+
+
+@pytest.mark.parametrize("options", [
+    dict(momentum=0.0, dampening=0.0, weight_decay=0.01, nesterov=False, maximize=False),
+    dict(momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=False, maximize=True),
+])
+def test_multi_tensor_sgd_equals_the_reference_bit_for_bit(options):
+    params = [normal(*shape) for shape in GROUP_SHAPES]
+    buffers = [normal(*shape) for shape in GROUP_SHAPES]
+    device_params, device_buffers = up(params), up(buffers)
+    for first_step in (True, False):
+        grads = [normal(*shape) for shape in GROUP_SHAPES]
+        arguments = dict(lr=0.05, first_step=first_step, **options)
+        for param, grad, buffer in zip(params, grads, buffers):
+            REF.sgd_update(param, grad, buffer, **arguments)
+        backend().sgd_update_group(device_params, up(grads), device_buffers, **arguments)
+    for got, want in zip(down(device_params) + down(device_buffers), params + buffers):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtypes", [[np.float32], [np.float32, np.float64]])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_multi_tensor_adam_equals_the_reference_bit_for_bit(dtypes, amsgrad):
+    kinds = [dtypes[i % len(dtypes)] for i in range(len(GROUP_SHAPES))]
+    states = [[normal(*shape, dtype=kind)] + [np.zeros(shape, kind) for _ in range(3)]
+              for shape, kind in zip(GROUP_SHAPES, kinds)]
+    device = [up(state) for state in states]
+    for step in (1, 2):
+        grads = [normal(*shape, dtype=kind) for shape, kind in zip(GROUP_SHAPES, kinds)]
+        arguments = dict(step=step, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8,
+                         weight_decay=0.01, decoupled_weight_decay=True, amsgrad=amsgrad,
+                         maximize=False)
+        for state, grad in zip(states, grads):
+            REF.adam_update(state[0], grad, *state[1:3], state[3] if amsgrad else None,
+                            **arguments)
+        backend().adam_update_group(
+            [d[0] for d in device], up(grads), [d[1] for d in device], [d[2] for d in device],
+            [d[3] if amsgrad else None for d in device], **arguments)
+    for got, want in zip(device, states):
+        for got_array, want_array in zip(down(got), want):
+            np.testing.assert_array_equal(got_array, want_array)
+
+
+def test_a_group_update_needs_one_entry_per_parameter():
+    params = up([normal(2), normal(2)])
+    with pytest.raises(ValueError, match="2 parameters and 1 entries"):
+        backend().sgd_update_group(params, params[:1], [None, None], 0.1, 0.0, 0.0, 0.0, False,
+                                   False, False)
 
 
 @pytest.mark.parametrize("batch_stats", [True, False])

@@ -1,0 +1,130 @@
+"""``benchmarks/count_cuda_work.py``: what a CUDA training step costs, counted on the simulator.
+
+The counts (launches, layout copies, device->host reads, copies, driver allocations) need no GPU
+and do not depend on sizes, so the tests count the report's models with a few numbers each and
+hold the backend to its targets: a training step never waits for the device, copies nothing
+between host and device and asks the driver for no memory once warm.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_helpers import requires_cuda  # noqa: E402
+
+import minidl as md  # noqa: E402
+
+pytestmark = requires_cuda
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "benchmarks" / "count_cuda_work.py"
+
+
+@pytest.fixture(scope="module")
+def counter():
+    spec = importlib.util.spec_from_file_location("count_cuda_work", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up there)
+    spec.loader.exec_module(module)
+    module.install_launch_counter()
+    return module
+
+
+def test_the_launch_counter_counts_each_kernel_launch_by_name(counter):
+    from minidl.backend import get_backend
+    be = get_backend("cuda")
+    x = be.ones((3,), "float32")
+    counter.launches.clear()
+    be.exp(be.exp(x))
+    assert sum(counter.launches.values()) == 2 and len(counter.launches) == 1, counter.launches
+
+
+def test_products_read_transposed_operands_without_layout_copies(counter):
+    # A linear layer's forward (x Wᵀ) and backward (dY W, dYᵀ x) and a matmul's backward
+    # (dC Bᵀ, Aᵀ dC) hand the transposes to the GEMM as flags.
+    from minidl import nn
+    x = md.ones(3, 4).to("cuda:0").requires_grad_()
+    layer = nn.Linear(4, 5, bias=False).to("cuda:0")
+    b = md.ones(5, 2).to("cuda:0").requires_grad_()
+    upstream = md.ones(3, 2).to("cuda:0")
+    counter.launches.clear()
+    (layer(x) @ b).backward(upstream)
+    assert counter.launches["gemm"] == 6, counter.launches
+    assert counter.launches[counter.LAYOUT_COPY] == 0, counter.launches
+
+
+@pytest.mark.parametrize("axes", [(0,), (0, 2, 3), (1, 3)])
+def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes):
+    # A bias gradient sums over the batch (and pixel) axes: one launch, no transposed copy.
+    import numpy as np
+    from minidl.backend import get_backend
+    be = get_backend("cuda")
+    values = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) % 7
+    x = be.from_numpy(values)
+    counter.launches.clear()
+    total = be.sum(x, axis=axes)
+    assert sum(counter.launches.values()) == 1, counter.launches
+    np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axes))
+
+
+def test_a_full_sum_spreads_over_many_blocks_in_two_launches(counter):
+    import numpy as np
+    from minidl.backend import get_backend
+    from minidl.backend.cuda.reduction import CHUNK
+    be = get_backend("cuda")
+    values = np.arange(5 * CHUNK, dtype=np.float64)
+    counter.launches.clear()
+    total = be.sum(be.from_numpy(values))
+    assert counter.launches == {"kernel": 2}, counter.launches  # chunks, then their results
+    assert be.to_numpy(total) == values.sum()
+
+
+@pytest.mark.parametrize("model", ["cnn", "mlp"])
+def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, capsys):
+    counts = counter.count_training_step(model, warm_up=2, tiny=True)
+    assert counts.device_to_host_reads == 0, counts
+    assert counts.host_to_device_copies == 0, counts
+    assert counts.driver_allocations == 0, counts
+    assert counts.launches == sum(counts.by_kernel.values()) > 0, counts
+    assert counts.layout_copies == counts.by_kernel.get(counter.LAYOUT_COPY, 0), counts
+    # Adam updates the whole parameter group in one multi-tensor launch.
+    assert counts.by_kernel.get("adam_group") == 1 and "adam" not in counts.by_kernel, counts
+    # MaxPool2d(2)'s windows do not overlap: its backward is one gather, no float64 atomics.
+    assert "_max_pool_backward" not in counts.by_kernel, counts
+    counter.print_step_counts(model, counts)
+    output = capsys.readouterr().out
+    for label in ("kernel launches", "layout copies", "blocking device->host reads",
+                  "host->device copies", "driver allocations", "launches by kernel"):
+        assert label in output, output
+
+
+def test_ptx_figures_are_read_from_ptxas_and_the_ptx(counter):
+    report = ("ptxas info    : Function properties for gemm\n"
+              "    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+              "ptxas info    : Used 63 registers, 8192 bytes smem, 400 bytes cmem[0]\n")
+    assert counter.parse_ptxas_report(report) == (63, 8192, 20)
+    ptx = ("ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd4];\n"
+           "ld.shared.v2.f32 {%f5, %f6}, [%r3];\n"
+           "ld.global.f32 %f7, [%rd5];\n"
+           "st.shared.v4.f32 [%r4], {%f1, %f2, %f3, %f4};\n")
+    assert counter.vector_loads(ptx) == 2
+
+
+@pytest.mark.slow
+def test_the_ptx_report_compiles_every_kernel_of_both_steps():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, str(SCRIPT), "--ptx"], capture_output=True,
+                            text=True, env=env, timeout=600)
+    if "stopped early" in result.stdout and "nvvm" in result.stdout.lower():
+        pytest.skip("numba finds no NVVM here: " + result.stdout.splitlines()[0])
+    assert result.returncode == 0, result.stderr
+    assert "stopped early" not in result.stdout, result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  gemm")]
+    assert rows and rows[0][-2] in ("0", "-"), result.stdout  # no spills
