@@ -19,8 +19,6 @@ KNOWN_CIRCLES = {
     # The PyTorch-style Tensor methods (``x.sum()``, ``x @ w``) are ops, and ops build Tensors:
     # the price of a method API, kept to these two packages (see the README's table of floors).
     "tensor methods": ("minidl.autograd", "minidl.ops"),
-    # The CUDA allocator asks the device module whether it runs on numba's simulator.
-    "cuda simulator flag": ("minidl.backend.cuda.allocator", "minidl.backend.cuda.device"),
     # Sharded checkpoints write the format name and kind that ``checkpoint.py`` defines.
     "checkpoint format names": ("minidl.checkpoint.checkpoint", "minidl.checkpoint.sharded"),
 }

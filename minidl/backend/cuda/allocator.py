@@ -51,6 +51,8 @@ import weakref
 import numpy as np
 from numba import cuda
 
+from .simulator import SIMULATED
+
 SMALL_LIMIT = 1 << 20
 """Requests up to this many bytes are rounded to :data:`SMALL_STEP`; larger ones coarser."""
 SMALL_STEP = 512
@@ -182,7 +184,6 @@ def _block_bytes(block) -> int:
 def _free_deferred_now() -> None:
     """numba defers ``cudaFree`` of unreferenced memory and batches it; make it happen now, so
     the memory is really back with the driver (nothing to do on the simulator)."""
-    from .device import SIMULATED
     if SIMULATED:
         return
     context = cuda.current_context()
@@ -200,7 +201,6 @@ _allocators_lock = threading.Lock()
 
 def current_device() -> int:
     """Index of the GPU that new arrays go to (numba's current device)."""
-    from .device import SIMULATED
     return 0 if SIMULATED else cuda.get_current_device().id
 
 

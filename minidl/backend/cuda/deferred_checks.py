@@ -22,6 +22,9 @@ from typing import Callable
 import numpy as np
 from numba import cuda
 
+from .allocator import current_device
+from .transfers import transfers
+
 NOTHING_FOUND = np.iinfo(np.int64).max
 """A slot's value while its kernel found no bad input (kernels ``atomic.min`` a position in)."""
 SLOTS = 64
@@ -41,7 +44,6 @@ _pending: dict = {}    # device index -> list of PendingCheck, in launch order
 
 
 def _device_index() -> int:
-    from .allocator import current_device
     return current_device()
 
 
@@ -63,11 +65,10 @@ def report_bad_value(values, error_type, describe: Callable[[int], str]):
     """A ``report`` for :func:`take_slot`: ``error_type(describe(value))`` for the value at the
     position a kernel recorded, read back from the device array ``values`` when it is raised."""
     def report(position):
-        from .device import download, transfers
-        value = int(download(values).reshape(-1)[position])
-        transfers["to_numpy"] -= 1  # the error report's own read, not a copy of the program's
+        # The error report's own read (a flag-like read, not a copy the program asked for).
+        host = values.buffer.copy_to_host()[:values.size]
         transfers["checks"] += 1
-        return error_type(describe(value))
+        return error_type(describe(int(host.reshape(-1)[position])))
     return report
 
 
@@ -79,7 +80,6 @@ def raise_pending() -> None:
     if not pending:
         return
     _pending[device] = []
-    from .device import transfers
     transfers["deferred_checks"] += 1
     slots = _slots[device]
     found = slots.copy_to_host()

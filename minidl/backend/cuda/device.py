@@ -20,19 +20,18 @@ apart, as ``checks``; checks done on the device and read at the next copy to the
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 from numba import cuda
 
 from .allocator import allocate
 from .deferred_checks import raise_pending
+from .simulator import SIMULATED
+from .transfers import transfers
 
 MAX_DIMS = 8
 """Highest rank a CUDA array may have: kernels take shapes as fixed-length tuples."""
 
-SIMULATED = cuda.device_array.__module__.startswith("numba.cuda.simulator")
-"""True on numba's CUDA simulator, which runs every GPU thread as a Python thread."""
 
 # Threads per block. A real GPU wants hundreds of threads per block to hide memory latency; the
 # simulator runs each thread as a Python thread, so there a handful keeps the tests quick. The
@@ -41,9 +40,6 @@ SIMULATED = cuda.device_array.__module__.startswith("numba.cuda.simulator")
 THREADS = 8 if SIMULATED else 256
 MAX_BLOCKS = 4 if SIMULATED else 4096
 
-transfers: Counter = Counter()
-"""Host<->device crossings: "from_numpy"/"to_numpy" copies, "checks" (single flag reads that
-stop the host) and "deferred_checks" (pending checks read at a synchronisation)."""
 
 
 class DeviceArray:
