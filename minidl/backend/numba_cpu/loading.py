@@ -31,6 +31,7 @@ when the cache is there.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -38,7 +39,7 @@ import sys
 import threading
 
 from ..reference import ReferenceBackend
-from ..threads import apply_to_numba
+from ..threads import apply_to_numba, follow_in_this_thread
 
 SMALL_WORK = 1 << 15
 """Elements below which a stand-in runs NumPy (the reference stays under ~1 ms there)."""
@@ -70,7 +71,28 @@ def load_kernels() -> None:
         _state["loaded"] = True
 
 
+_budgeted: dict = {}  # kernel function -> the same behind the thread budget (made once)
+
+
 def _kernel(module: str, name: str):
+    """``module.name``, wrapped to keep the calling thread within ``md.set_num_threads``'s
+    budget (see :mod:`..threads`: Numba's count is per thread)."""
+    function = _load_kernel(module, name)
+    kernel = _budgeted.get(function)
+    if kernel is None:
+        kernel = _budgeted[function] = _within_thread_budget(function)
+    return kernel
+
+
+def _within_thread_budget(function):
+    @functools.wraps(function)
+    def kernel(*args, **kwargs):
+        follow_in_this_thread()
+        return function(*args, **kwargs)
+    return kernel
+
+
+def _load_kernel(module: str, name: str):
     load_kernels()
     kernel_module = importlib.import_module(f"{__package__}.{module}")
     if module not in _state["cache_checked"]:
