@@ -15,9 +15,11 @@ Numba itself is imported when the first kernel is needed, not with this module, 
 first few small calls of four primitives run NumPy stand-ins that give the same values: see
 :mod:`.loading` (a small model's first forward pass then never waits for Numba).
 
-Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
-on the calling thread; only the optimizer updates and large im2col/col2im use Numba threads. The
-process-wide settings that make the two pools get along live in :mod:`.process_settings`.
+Threads: the matrix products run on BLAS's thread pool; between them, kernels on large inputs
+split their work over Numba's pool in fixed chunks (the optimizer updates, im2col/col2im,
+pooling, batch norm, GELU, and through :mod:`.row_threads` softmax and layer norm), so results
+are bitwise the same at any thread count. ``md.set_num_threads`` sizes both pools; the
+process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
 from ..reference import ReferenceBackend
@@ -44,15 +46,15 @@ class NumbaCpuBackend(ReferenceBackend):
     max_pool2d_backward = Kernel("pool")
     avg_pool2d_forward = Kernel("pool")
     avg_pool2d_backward = Kernel("pool")
-    softmax = Kernel("nn_kernels")
-    softmax_backward = Kernel("nn_kernels")
-    log_softmax = Kernel("nn_kernels")
+    softmax = Kernel("row_threads")
+    softmax_backward = Kernel("row_threads")
+    log_softmax = Kernel("row_threads")
     softmax_cross_entropy_forward = Kernel("nn_kernels")
     softmax_cross_entropy_backward = Kernel("nn_kernels")
     relu_backward = Kernel("nn_kernels")
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
-    layer_norm_forward = Kernel("nn_kernels")
+    layer_norm_forward = Kernel("row_threads")
     layer_norm_backward = Kernel("nn_kernels")
     batch_norm_forward = Kernel("nn_kernels", stand_in=loading.batch_norm_forward)
     batch_norm_backward = Kernel("nn_kernels")

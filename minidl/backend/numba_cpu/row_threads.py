@@ -1,0 +1,121 @@
+"""Softmax, log-softmax, softmax's gradient and layer norm's forward pass, split over threads
+for large inputs.
+
+Each of these computes every row on its own (a row's max, sums and outputs never touch another
+row), so a block of rows is an independent task. The tasks here call the one-thread row kernels of
+:mod:`.nn_kernels` on their block, so a row's arithmetic, and every bit of its result, is the same
+on any thread and at any thread count. Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the
+pool costs more than the rows), and for dtypes other than float32/float64, each primitive hands
+its call to :mod:`.nn_kernels` unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import nn_kernels
+from .conv import PARALLEL_MIN_WORK
+from .nn_kernels import (_layer_norm_forward_kernel, _softmax_backward_rows, _softmax_rows,
+                         _softmax_rows_vectorised)
+
+__all__ = ["softmax", "log_softmax", "softmax_backward", "layer_norm_forward"]
+
+TASK_ELEMENTS = 1 << 14
+"""About how many elements one task's block of rows holds (whole rows, at least one)."""
+
+
+def _block_rows(width: int) -> int:
+    return max(1, TASK_ELEMENTS // max(width, 1))
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _softmax_blocks(x, out, block_rows, take_log, vectorised):
+    rows = x.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        if vectorised:
+            _softmax_rows_vectorised(x[first:last], out[first:last])
+        else:
+            _softmax_rows(x[first:last], out[first:last], take_log)
+
+
+@njit(cache=True, parallel=True)
+def _softmax_backward_blocks(grad, out, dx, block_rows):
+    rows = out.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        _softmax_backward_rows(grad[first:last], out[first:last], dx[first:last])
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_forward_blocks(x, weight, bias, has_weight, has_bias, eps, y, mean, rstd,
+                               block_rows):
+    rows = x.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        _layer_norm_forward_kernel(x[first:last], weight, bias, has_weight, has_bias, eps,
+                                   y[first:last], mean[first:last], rstd[first:last])
+
+
+def _threaded(x: np.ndarray) -> bool:
+    return x.dtype in (np.float32, np.float64) and x.size >= PARALLEL_MIN_WORK
+
+
+def _as_rows(x: np.ndarray, axis: int):
+    """(x with ``axis`` moved last, the same as C-ordered (rows, width))."""
+    moved = np.moveaxis(x, axis, -1)
+    width = moved.shape[-1]
+    return moved, np.asarray(moved, order="C").reshape(moved.size // width, width)
+
+
+def _softmax_along(x, axis, take_log):
+    x = np.asarray(x)
+    if not _threaded(x):
+        return (nn_kernels.log_softmax if take_log else nn_kernels.softmax)(x, axis)
+    moved, rows = _as_rows(x, axis)
+    out = np.empty_like(rows)
+    _softmax_blocks(rows, out, _block_rows(rows.shape[1]), take_log,
+                    rows.dtype == np.float32 and not take_log)  # as nn_kernels chooses
+    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """:func:`.nn_kernels.softmax`, rows split over threads when large."""
+    return _softmax_along(x, axis, False)
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """:func:`.nn_kernels.log_softmax`, rows split over threads when large."""
+    return _softmax_along(x, axis, True)
+
+
+def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
+    """:func:`.nn_kernels.softmax_backward`, rows split over threads when large."""
+    out = np.asarray(out)
+    if not _threaded(out):
+        return nn_kernels.softmax_backward(grad, out, axis)
+    grad = np.broadcast_to(np.asarray(grad, dtype=out.dtype), out.shape)
+    moved, out_rows = _as_rows(out, axis)
+    _, grad_rows = _as_rows(grad, axis)
+    dx = np.empty_like(out_rows)
+    _softmax_backward_blocks(grad_rows, out_rows, dx, _block_rows(out_rows.shape[1]))
+    return np.moveaxis(dx.reshape(moved.shape), -1, axis)
+
+
+def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
+    """:func:`.nn_kernels.layer_norm_forward`, rows split over threads when large."""
+    x = np.asarray(x, order="C")
+    if not _threaded(x):
+        return nn_kernels.layer_norm_forward(x, weight, bias, eps)
+    rows, width = x.shape
+    y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
+    _layer_norm_forward_blocks(x, _parameter(weight, x.dtype), _parameter(bias, x.dtype),
+                               weight is not None, bias is not None, float(eps), y, mean, rstd,
+                               _block_rows(width))
+    return y, mean, rstd
+
+
+def _parameter(values, dtype) -> np.ndarray:
+    """A weight or bias as the kernel reads it; an empty array (never read) when missing."""
+    return np.empty(0, dtype) if values is None else np.asarray(values, dtype=dtype, order="C")

@@ -1,0 +1,55 @@
+"""Row kernels split over threads (:mod:`minidl.backend.numba_cpu.row_threads`) give the bits of
+their one-thread kernels, and so agree with the NumPy reference, at any thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from minidl.backend.reference import nn_kernels as ref  # noqa: E402
+from minidl.backend.numba_cpu import NumbaCpuBackend, nn_kernels, row_threads  # noqa: E402
+
+
+@pytest.fixture(params=["threads", "one-thread"])
+def threshold(request, monkeypatch):
+    """Force the threaded blocks on a small problem, or leave the one-thread path."""
+    monkeypatch.setattr(row_threads, "PARALLEL_MIN_WORK", 0 if request.param == "threads" else 1 << 60)
+    monkeypatch.setattr(row_threads, "TASK_ELEMENTS", 24)  # several rows' blocks per problem
+    return request.param
+
+
+def test_the_backend_computes_rows_with_the_threaded_kernels():
+    backend = NumbaCpuBackend()
+    for name in ("softmax", "log_softmax", "softmax_backward", "layer_norm_forward"):
+        assert getattr(backend, name).__wrapped__ is getattr(row_threads, name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_family_gives_the_one_thread_bits(threshold, dtype, axis):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 7, 6)).astype(dtype) * 4
+    x[1, 2, 3] = np.nan  # a NaN row stays NaN, alone
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    out = row_threads.softmax(x, axis)
+    np.testing.assert_array_equal(out, nn_kernels.softmax(x, axis))
+    np.testing.assert_array_equal(row_threads.log_softmax(x, axis), nn_kernels.log_softmax(x, axis))
+    np.testing.assert_array_equal(row_threads.softmax_backward(grad, out, axis),
+                                  nn_kernels.softmax_backward(grad, out, axis))
+    tolerance = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(out, ref.softmax(x, axis), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_gives_the_one_thread_bits(threshold, affine):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((13, 10)).astype(np.float32)
+    weight = rng.standard_normal(10).astype(np.float32) if affine else None
+    bias = rng.standard_normal(10).astype(np.float32) if affine else None
+    ours = row_threads.layer_norm_forward(x, weight, bias, 1e-5)
+    for a, b in zip(ours, nn_kernels.layer_norm_forward(x, weight, bias, 1e-5)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(ours, ref.layer_norm_forward(x, weight, bias, 1e-5)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
