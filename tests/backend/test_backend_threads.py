@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 pytest.importorskip("numba")
@@ -57,3 +58,60 @@ def test_the_budget_reaches_openblas_itself():
         assert threads._call_first(libraries[0], threads._OPENBLAS_GETTERS) == 1
     finally:
         md.set_num_threads(before)
+
+
+def _train(steps: int = 2):
+    """Parameters after a few Adam steps of a net that passes through every threaded kernel:
+    convolution (im2col/col2im), batch norm, max-pool, layer norm, GELU, softmax, Adam."""
+    import numpy as np
+
+    import minidl as md
+    from minidl import nn, optim
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                      nn.MaxPool2d(2))
+            self.norm, self.fc, self.act = nn.LayerNorm(16), nn.Linear(16, 16), nn.GELU()
+            self.head = nn.Linear(16, 3)
+
+        def forward(self, x):
+            h = self.conv(x).reshape(x.shape[0], 4, 16)  # (batch, 4 tokens, 16 features)
+            h = self.act(self.fc(self.norm(h)))
+            h = md.matmul(md.softmax(md.matmul(h, h.transpose(-2, -1)), -1), h)
+            return self.head(h.mean(1))
+
+    md.manual_seed(0)
+    model = Net()
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(0)
+    x = md.tensor(rng.standard_normal((6, 2, 8, 8)).astype(np.float32))
+    y = md.tensor(rng.integers(0, 3, 6))
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    import minidl as md
+    from minidl.backend.numba_cpu import conv, nn_kernels, optim_kernels, pool, row_threads
+    # Every kernel takes its threaded loop even on these small shapes.
+    for module in (conv, pool, nn_kernels, row_threads):
+        monkeypatch.setattr(module, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    before = md.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            md.set_num_threads(threads)
+            runs.append(_train())
+    finally:
+        md.set_num_threads(before)
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
