@@ -53,3 +53,51 @@ def test_layer_norm_forward_gives_the_one_thread_bits(threshold, affine):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(ours, ref.layer_norm_forward(x, weight, bias, 1e-5)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# -- elementwise: NumPy's bits, on threads ---------------------------------------------------------
+
+@pytest.fixture
+def elementwise_threads(monkeypatch):
+    """Every float array counts as large (the tests' arrays still span two tasks or more)."""
+    from minidl.backend.numba_cpu import elementwise
+
+    monkeypatch.setattr(elementwise, "PARALLEL_MIN_WORK", 0)
+    return elementwise
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((70, 30, 9)).astype(dtype)  # 18,900 elements: two spans
+    b = rng.standard_normal(a.shape).astype(dtype)
+    row = rng.standard_normal(9).astype(dtype)
+    a[0, 0, :3] = [np.nan, np.inf, -0.0]
+    for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply)):
+        op = getattr(elementwise_threads, name)
+        for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1))):
+            ours, numpys = op(x, y), ufunc(x, y)
+            assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
+            np.testing.assert_array_equal(ours, numpys)
+            assert (np.signbit(ours) == np.signbit(numpys)).all()
+        if name != "sub":  # the row first: the same sum or product
+            np.testing.assert_array_equal(op(row, a), ufunc(row, a))
+    np.testing.assert_array_equal(elementwise_threads.sub(row, a), np.subtract(row, a))
+    # Mixed dtypes and general broadcasting stay with NumPy (and its type promotion).
+    assert elementwise_threads.add(a, b.astype(np.float16)).dtype == np.add(a, b.astype(np.float16)).dtype
+    np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
+
+
+def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
+    from minidl.backend.reference import array_ops
+
+    x = np.random.default_rng(3).standard_normal((1700, 11)).astype(np.float32)
+    x[0, :4] = [np.nan, -0.0, 0.0, -np.inf]
+    grad = np.random.default_rng(4).standard_normal(x.shape).astype(np.float32)
+    ours, reference = elementwise_threads.relu(x), array_ops.relu(x)
+    np.testing.assert_array_equal(ours, reference)
+    assert not np.signbit(ours).any()
+    np.testing.assert_array_equal(elementwise_threads.relu_backward(grad, x),
+                                  array_ops.relu_backward(grad, x))
+    np.testing.assert_array_equal(elementwise_threads.relu_backward(grad, x.T.copy().T),
+                                  array_ops.relu_backward(grad, x))

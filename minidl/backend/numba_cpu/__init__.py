@@ -23,7 +23,7 @@ process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
 from ..reference import ReferenceBackend
-from . import loading
+from . import elementwise, loading
 from .loading import Kernel, load_kernels
 from .process_settings import apply_process_settings
 
@@ -51,7 +51,11 @@ class NumbaCpuBackend(ReferenceBackend):
     log_softmax = Kernel("row_threads")
     softmax_cross_entropy_forward = Kernel("nn_kernels")
     softmax_cross_entropy_backward = Kernel("nn_kernels")
-    relu_backward = Kernel("nn_kernels")
+    add = staticmethod(elementwise.add)  # NumPy, or Numba's threads for large arrays
+    sub = staticmethod(elementwise.sub)
+    mul = staticmethod(elementwise.mul)
+    relu = staticmethod(elementwise.relu)
+    relu_backward = staticmethod(elementwise.relu_backward)
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
     layer_norm_forward = Kernel("row_threads")
