@@ -1,9 +1,11 @@
 """The default CPU backend: the NumPy reference with Numba kernels where they pay.
 
 :class:`NumbaCpuBackend` extends :class:`~minidl.backend.reference.ReferenceBackend` and replaces
-only the primitives listed in its body. Everything else — elementwise math, reductions, indexing,
-matrix products — is inherited from the reference unchanged: NumPy's ufuncs are vectorised C and
-its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the primitives that
+only the primitives listed in its body. Everything else — most elementwise math, reductions,
+indexing, matrix products — is inherited from the reference unchanged: NumPy's ufuncs are
+vectorised C and its matmul is BLAS, so a Numba rewrite would not be faster on one thread (the
+commonest elementwise passes, add/sub/mul/ReLU, go to Numba's threads when large: see
+:mod:`.elementwise`). Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
 softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
 optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and
