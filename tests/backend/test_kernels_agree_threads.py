@@ -22,7 +22,8 @@ def threshold(request, monkeypatch):
 
 def test_the_backend_computes_rows_with_the_threaded_kernels():
     backend = NumbaCpuBackend()
-    for name in ("softmax", "log_softmax", "softmax_backward", "layer_norm_forward"):
+    for name in ("softmax", "log_softmax", "softmax_backward", "layer_norm_forward",
+                 "layer_norm_backward"):
         assert getattr(backend, name).__wrapped__ is getattr(row_threads, name)
 
 
@@ -53,6 +54,31 @@ def test_layer_norm_forward_gives_the_one_thread_bits(threshold, affine):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(ours, ref.layer_norm_forward(x, weight, bias, 1e-5)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward_agrees_and_is_the_same_at_any_thread_count(threshold, affine):
+    numba = pytest.importorskip("numba")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((13, 10)).astype(np.float32)
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    weight = rng.standard_normal(10).astype(np.float32) if affine else None
+    _, mean, rstd = nn_kernels.layer_norm_forward(x, weight, None, 1e-5)
+    runs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            runs.append(row_threads.layer_norm_backward(grad, x, mean, rstd, weight))
+    finally:
+        numba.set_num_threads(before)
+    expected = ref.layer_norm_backward(grad, x, mean, rstd, weight)
+    for one, many, reference in zip(*runs, expected):
+        if reference is None:
+            assert one is None and many is None
+            continue
+        np.testing.assert_array_equal(one, many)
+        np.testing.assert_allclose(one, reference, rtol=1e-5, atol=1e-5)
 
 
 # -- elementwise: NumPy's bits, on threads ---------------------------------------------------------

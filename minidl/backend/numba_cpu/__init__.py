@@ -61,7 +61,7 @@ class NumbaCpuBackend(ReferenceBackend):
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
     layer_norm_forward = Kernel("row_threads")
-    layer_norm_backward = Kernel("nn_kernels")
+    layer_norm_backward = Kernel("row_threads")
     batch_norm_forward = Kernel("nn_kernels", stand_in=loading.batch_norm_forward)
     batch_norm_backward = Kernel("nn_kernels")
     lstm_cell_forward = Kernel("rnn_kernels")

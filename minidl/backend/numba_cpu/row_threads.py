@@ -1,8 +1,10 @@
-"""Softmax, log-softmax, softmax's gradient and layer norm's forward pass, split over threads
-for large inputs.
+"""Softmax, log-softmax, softmax's gradient and layer norm, split over threads for large inputs.
 
 Each of these computes every row on its own (a row's max, sums and outputs never touch another
-row), so a block of rows is an independent task. The tasks here call the one-thread row kernels of
+row), so a block of rows is an independent task. Layer norm's backward pass also sums
+dweight and dbias over the rows: each block sums its own rows into its own partial row, and the
+partials are added in block order at the end; the blocks are fixed by the shape, never by the
+thread count, so those sums too are the same bits on any number of threads. The tasks here call the one-thread row kernels of
 :mod:`.nn_kernels` on their block, so a row's arithmetic, and every bit of its result, is the same
 on any thread and at any thread count. Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the
 pool costs more than the rows), and for dtypes other than float32/float64, each primitive hands
@@ -16,10 +18,11 @@ from numba import njit, prange
 
 from . import nn_kernels
 from .conv import PARALLEL_MIN_WORK
-from .nn_kernels import (_layer_norm_forward_kernel, _softmax_backward_rows, _softmax_rows,
-                         _softmax_rows_vectorised)
+from .nn_kernels import (_layer_norm_backward_kernel, _layer_norm_forward_kernel,
+                         _softmax_backward_rows, _softmax_rows, _softmax_rows_vectorised)
 
-__all__ = ["softmax", "log_softmax", "softmax_backward", "layer_norm_forward"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "layer_norm_forward",
+           "layer_norm_backward"]
 
 TASK_ELEMENTS = 1 << 14
 """About how many elements one task's block of rows holds (whole rows, at least one)."""
@@ -56,6 +59,18 @@ def _layer_norm_forward_blocks(x, weight, bias, has_weight, has_bias, eps, y, me
         first, last = block * block_rows, min((block + 1) * block_rows, rows)
         _layer_norm_forward_kernel(x[first:last], weight, bias, has_weight, has_bias, eps,
                                    y[first:last], mean[first:last], rstd[first:last])
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_backward_blocks(grad, x, mean, rstd, weight, has_weight, dx, partial_dweight,
+                                partial_dbias, block_rows):
+    rows = x.shape[0]
+    for block in prange(partial_dweight.shape[0]):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        _layer_norm_backward_kernel(grad[first:last], x[first:last], mean[first:last],
+                                    rstd[first:last], weight, has_weight, dx[first:last],
+                                    partial_dweight[block:block + 1],
+                                    partial_dbias[block:block + 1])
 
 
 def _threaded(x: np.ndarray) -> bool:
@@ -119,3 +134,25 @@ def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
 def _parameter(values, dtype) -> np.ndarray:
     """A weight or bias as the kernel reads it; an empty array (never read) when missing."""
     return np.empty(0, dtype) if values is None else np.asarray(values, dtype=dtype, order="C")
+
+
+def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
+    """:func:`.nn_kernels.layer_norm_backward`, rows split over threads when large (dweight
+    and dbias then summed per block of rows, the blocks in order)."""
+    x = np.asarray(x, order="C")
+    if not _threaded(x):
+        return nn_kernels.layer_norm_backward(grad, x, mean, rstd, weight)
+    rows, width = x.shape
+    grad = np.asarray(grad, dtype=x.dtype, order="C")
+    block_rows = _block_rows(width)
+    blocks = (rows + block_rows - 1) // block_rows
+    partial_dweight = np.zeros((blocks, width), x.dtype)
+    partial_dbias = np.zeros_like(partial_dweight)
+    dx = np.empty_like(x)
+    _layer_norm_backward_blocks(grad, x, np.asarray(mean, x.dtype, order="C"),
+                                np.asarray(rstd, x.dtype, order="C"), _parameter(weight, x.dtype),
+                                weight is not None, dx, partial_dweight, partial_dbias, block_rows)
+    if weight is None:
+        return dx, None, None
+    # NumPy adds the rows of a (blocks, width) array one after another: a fixed order.
+    return dx, partial_dweight.sum(axis=0), partial_dbias.sum(axis=0)
