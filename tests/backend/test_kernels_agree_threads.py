@@ -22,8 +22,8 @@ def threshold(request, monkeypatch):
 
 def test_the_backend_computes_rows_with_the_threaded_kernels():
     backend = NumbaCpuBackend()
-    for name in ("softmax", "log_softmax", "softmax_backward", "layer_norm_forward",
-                 "layer_norm_backward"):
+    for name in ("softmax", "log_softmax", "softmax_backward", "softmax_cross_entropy_forward",
+                 "softmax_cross_entropy_backward", "layer_norm_forward", "layer_norm_backward"):
         assert getattr(backend, name).__wrapped__ is getattr(row_threads, name)
 
 
@@ -41,6 +41,26 @@ def test_softmax_family_gives_the_one_thread_bits(threshold, dtype, axis):
                                   nn_kernels.softmax_backward(grad, out, axis))
     tolerance = 1e-6 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(out, ref.softmax(x, axis), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_gives_the_one_thread_bits(threshold, smoothing):
+    rng = np.random.default_rng(7)
+    logits = (rng.standard_normal((11, 5)) * 3).astype(np.float32)
+    targets = rng.integers(0, 5, 11)
+    targets[3] = -100  # ignored
+    grad = rng.standard_normal(11).astype(np.float32)
+    ours = row_threads.softmax_cross_entropy_forward(logits, targets, -100, smoothing)
+    one_thread = nn_kernels.softmax_cross_entropy_forward(logits, targets, -100, smoothing)
+    for a, b in zip(ours, one_thread):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        row_threads.softmax_cross_entropy_backward(grad, ours[1], targets, -100, smoothing),
+        nn_kernels.softmax_cross_entropy_backward(grad, ours[1], targets, -100, smoothing))
+    reference = ref.softmax_cross_entropy_forward(logits, targets, -100, smoothing)
+    np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="target"):
+        row_threads.softmax_cross_entropy_forward(logits, np.full(11, 7), -100, smoothing)
 
 
 @pytest.mark.parametrize("affine", [True, False])

@@ -51,8 +51,8 @@ class NumbaCpuBackend(ReferenceBackend):
     softmax = Kernel("row_threads")
     softmax_backward = Kernel("row_threads")
     log_softmax = Kernel("row_threads")
-    softmax_cross_entropy_forward = Kernel("nn_kernels")
-    softmax_cross_entropy_backward = Kernel("nn_kernels")
+    softmax_cross_entropy_forward = Kernel("row_threads")
+    softmax_cross_entropy_backward = Kernel("row_threads")
     add = staticmethod(elementwise.add)  # NumPy, or Numba's threads for large arrays
     sub = staticmethod(elementwise.sub)
     mul = staticmethod(elementwise.mul)

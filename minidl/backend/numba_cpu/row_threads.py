@@ -1,4 +1,5 @@
-"""Softmax, log-softmax, softmax's gradient and layer norm, split over threads for large inputs.
+"""Softmax, log-softmax, softmax's gradient, softmax-cross-entropy and layer norm, split over
+threads for large inputs (a 10k-class language model's logits, attention scores).
 
 Each of these computes every row on its own (a row's max, sums and outputs never touch another
 row), so a block of rows is an independent task. Layer norm's backward pass also sums
@@ -18,11 +19,13 @@ from numba import njit, prange
 
 from . import nn_kernels
 from .conv import PARALLEL_MIN_WORK
-from .nn_kernels import (_layer_norm_backward_kernel, _layer_norm_forward_kernel,
+from ..reference.nn_kernels import check_class_targets
+from .nn_kernels import (_cross_entropy_backward_kernel, _cross_entropy_forward_kernel,
+                         _layer_norm_backward_kernel, _layer_norm_forward_kernel,
                          _softmax_backward_rows, _softmax_rows, _softmax_rows_vectorised)
 
-__all__ = ["softmax", "log_softmax", "softmax_backward", "layer_norm_forward",
-           "layer_norm_backward"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "softmax_cross_entropy_forward",
+           "softmax_cross_entropy_backward", "layer_norm_forward", "layer_norm_backward"]
 
 TASK_ELEMENTS = 1 << 14
 """About how many elements one task's block of rows holds (whole rows, at least one)."""
@@ -49,6 +52,27 @@ def _softmax_backward_blocks(grad, out, dx, block_rows):
     for block in prange((rows + block_rows - 1) // block_rows):
         first, last = block * block_rows, min((block + 1) * block_rows, rows)
         _softmax_backward_rows(grad[first:last], out[first:last], dx[first:last])
+
+
+@njit(cache=True, parallel=True)
+def _cross_entropy_forward_blocks(logits, targets, ignore_index, smoothing, losses, log_probs,
+                                  block_rows):
+    rows = logits.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        _cross_entropy_forward_kernel(logits[first:last], targets[first:last], ignore_index,
+                                      smoothing, losses[first:last], log_probs[first:last])
+
+
+@njit(cache=True, parallel=True)
+def _cross_entropy_backward_blocks(grad_losses, log_probs, targets, ignore_index, smoothing,
+                                   dlogits, block_rows):
+    rows = log_probs.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        first, last = block * block_rows, min((block + 1) * block_rows, rows)
+        _cross_entropy_backward_kernel(grad_losses[first:last], log_probs[first:last],
+                                       targets[first:last], ignore_index, smoothing,
+                                       dlogits[first:last])
 
 
 @njit(cache=True, parallel=True)
@@ -116,6 +140,36 @@ def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray
     dx = np.empty_like(out_rows)
     _softmax_backward_blocks(grad_rows, out_rows, dx, _block_rows(out_rows.shape[1]))
     return np.moveaxis(dx.reshape(moved.shape), -1, axis)
+
+
+def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int,
+                                  label_smoothing: float):
+    """:func:`.nn_kernels.softmax_cross_entropy_forward`, rows split over threads when large."""
+    logits = np.asarray(logits, order="C")
+    if not _threaded(logits):
+        return nn_kernels.softmax_cross_entropy_forward(logits, targets, ignore_index,
+                                                        label_smoothing)
+    targets = np.asarray(targets, dtype=np.int64, order="C")
+    check_class_targets(targets, logits.shape[1], ignore_index)
+    losses, log_probs = np.empty(logits.shape[0], logits.dtype), np.empty_like(logits)
+    _cross_entropy_forward_blocks(logits, targets, int(ignore_index), float(label_smoothing),
+                                  losses, log_probs, _block_rows(logits.shape[1]))
+    return losses, log_probs
+
+
+def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
+                                   label_smoothing) -> np.ndarray:
+    """:func:`.nn_kernels.softmax_cross_entropy_backward`, rows split over threads when large."""
+    log_probs = np.asarray(log_probs, order="C")
+    if not _threaded(log_probs):
+        return nn_kernels.softmax_cross_entropy_backward(grad_losses, log_probs, targets,
+                                                         ignore_index, label_smoothing)
+    dlogits = np.empty_like(log_probs)
+    _cross_entropy_backward_blocks(np.asarray(grad_losses, log_probs.dtype, order="C"), log_probs,
+                                   np.asarray(targets, np.int64, order="C"), int(ignore_index),
+                                   float(label_smoothing), dlogits,
+                                   _block_rows(log_probs.shape[1]))
+    return dlogits
 
 
 def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
