@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import array_ops
+from ..threads import follow_in_this_thread
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -52,6 +53,8 @@ _OPS = {"add": 0, "sub": 1, "mul": 2}  # elementwise_threads.ADD, SUB, MUL (that
 
 
 def _threads(name: str):
+    """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget."""
+    follow_in_this_thread()
     return loading._kernel("elementwise_threads", name)
 
 

@@ -71,28 +71,7 @@ def load_kernels() -> None:
         _state["loaded"] = True
 
 
-_budgeted: dict = {}  # kernel function -> the same behind the thread budget (made once)
-
-
 def _kernel(module: str, name: str):
-    """``module.name``, wrapped to keep the calling thread within ``md.set_num_threads``'s
-    budget (see :mod:`..threads`: Numba's count is per thread)."""
-    function = _load_kernel(module, name)
-    kernel = _budgeted.get(function)
-    if kernel is None:
-        kernel = _budgeted[function] = _within_thread_budget(function)
-    return kernel
-
-
-def _within_thread_budget(function):
-    @functools.wraps(function)
-    def kernel(*args, **kwargs):
-        follow_in_this_thread()
-        return function(*args, **kwargs)
-    return kernel
-
-
-def _load_kernel(module: str, name: str):
     load_kernels()
     kernel_module = importlib.import_module(f"{__package__}.{module}")
     if module not in _state["cache_checked"]:
@@ -132,9 +111,19 @@ class Kernel:
     def __get__(self, instance, owner):
         if self.stand_in is not None and not _state["loaded"] and _state["stand_ins"]:
             return self.stand_in
-        function = _kernel(self.module, self.name)
+        function = within_thread_budget(_kernel(self.module, self.name))
         setattr(owner, self.name, staticmethod(function))  # later lookups skip this descriptor
         return function
+
+
+def within_thread_budget(function):
+    """``function`` (a kernel) giving its calling thread ``md.set_num_threads``'s count first:
+    Numba's count is per thread (see :mod:`..threads`)."""
+    @functools.wraps(function)
+    def kernel(*args, **kwargs):
+        follow_in_this_thread()
+        return function(*args, **kwargs)
+    return kernel
 
 
 def _numpy_serves(work: int) -> bool:

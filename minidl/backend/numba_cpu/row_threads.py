@@ -2,14 +2,16 @@
 threads for large inputs (a 10k-class language model's logits, attention scores).
 
 Each of these computes every row on its own (a row's max, sums and outputs never touch another
-row), so a block of rows is an independent task. Layer norm's backward pass also sums
-dweight and dbias over the rows: each block sums its own rows into its own partial row, and the
-partials are added in block order at the end; the blocks are fixed by the shape, never by the
-thread count, so those sums too are the same bits on any number of threads. The tasks here call the one-thread row kernels of
+row), so a block of rows is an independent task. The tasks call the one-thread row kernels of
 :mod:`.nn_kernels` on their block, so a row's arithmetic, and every bit of its result, is the same
-on any thread and at any thread count. Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the
-pool costs more than the rows), and for dtypes other than float32/float64, each primitive hands
-its call to :mod:`.nn_kernels` unchanged.
+on any thread and at any thread count. Layer norm's backward pass also sums dweight and dbias
+over the rows: each block sums its own rows into its own partial row, and the partials are added
+in block order at the end; the blocks are fixed by the shape, never by the thread count, so
+those sums too are the same bits on any number of threads.
+
+Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the pool costs more than the rows), and
+for dtypes other than float32/float64, each primitive hands its call to :mod:`.nn_kernels`
+unchanged.
 """
 
 from __future__ import annotations
