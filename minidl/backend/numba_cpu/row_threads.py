@@ -11,7 +11,7 @@ those sums too are the same bits on any number of threads.
 
 Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the pool costs more than the rows), and
 for dtypes other than float32/float64, each primitive hands its call to :mod:`.nn_kernels`
-unchanged.
+unchanged (other dtypes through the loader, which converts what Numba cannot compute with).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import nn_kernels
+from . import loading, nn_kernels
 from .conv import PARALLEL_MIN_WORK
 from ..reference.nn_kernels import check_class_targets
 from .nn_kernels import (_cross_entropy_backward_kernel, _cross_entropy_forward_kernel,
@@ -99,8 +99,17 @@ def _layer_norm_backward_blocks(grad, x, mean, rstd, weight, has_weight, dx, par
                                     partial_dbias[block:block + 1])
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _threaded(x: np.ndarray) -> bool:
-    return x.dtype in (np.float32, np.float64) and x.size >= PARALLEL_MIN_WORK
+    return x.dtype in _FLOATS and x.size >= PARALLEL_MIN_WORK
+
+
+def _one_thread(name: str, x: np.ndarray):
+    """nn_kernels' primitive ``name`` for ``x``: directly for float32/float64, else as the
+    backend binds it (with whatever conversions the loader adds for other dtypes)."""
+    return getattr(nn_kernels, name) if x.dtype in _FLOATS else loading._kernel("nn_kernels", name)
 
 
 def _as_rows(x: np.ndarray, axis: int):
@@ -113,7 +122,7 @@ def _as_rows(x: np.ndarray, axis: int):
 def _softmax_along(x, axis, take_log):
     x = np.asarray(x)
     if not _threaded(x):
-        return (nn_kernels.log_softmax if take_log else nn_kernels.softmax)(x, axis)
+        return _one_thread("log_softmax" if take_log else "softmax", x)(x, axis)
     moved, rows = _as_rows(x, axis)
     out = np.empty_like(rows)
     _softmax_blocks(rows, out, _block_rows(rows.shape[1]), take_log,
@@ -135,7 +144,7 @@ def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray
     """:func:`.nn_kernels.softmax_backward`, rows split over threads when large."""
     out = np.asarray(out)
     if not _threaded(out):
-        return nn_kernels.softmax_backward(grad, out, axis)
+        return _one_thread("softmax_backward", out)(grad, out, axis)
     grad = np.broadcast_to(np.asarray(grad, dtype=out.dtype), out.shape)
     moved, out_rows = _as_rows(out, axis)
     _, grad_rows = _as_rows(grad, axis)
@@ -149,8 +158,8 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
     """:func:`.nn_kernels.softmax_cross_entropy_forward`, rows split over threads when large."""
     logits = np.asarray(logits, order="C")
     if not _threaded(logits):
-        return nn_kernels.softmax_cross_entropy_forward(logits, targets, ignore_index,
-                                                        label_smoothing)
+        return _one_thread("softmax_cross_entropy_forward", logits)(logits, targets,
+                                                                    ignore_index, label_smoothing)
     targets = np.asarray(targets, dtype=np.int64, order="C")
     check_class_targets(targets, logits.shape[1], ignore_index)
     losses, log_probs = np.empty(logits.shape[0], logits.dtype), np.empty_like(logits)
@@ -164,8 +173,8 @@ def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index
     """:func:`.nn_kernels.softmax_cross_entropy_backward`, rows split over threads when large."""
     log_probs = np.asarray(log_probs, order="C")
     if not _threaded(log_probs):
-        return nn_kernels.softmax_cross_entropy_backward(grad_losses, log_probs, targets,
-                                                         ignore_index, label_smoothing)
+        return _one_thread("softmax_cross_entropy_backward", log_probs)(
+            grad_losses, log_probs, targets, ignore_index, label_smoothing)
     dlogits = np.empty_like(log_probs)
     _cross_entropy_backward_blocks(np.asarray(grad_losses, log_probs.dtype, order="C"), log_probs,
                                    np.asarray(targets, np.int64, order="C"), int(ignore_index),
@@ -178,7 +187,7 @@ def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
     """:func:`.nn_kernels.layer_norm_forward`, rows split over threads when large."""
     x = np.asarray(x, order="C")
     if not _threaded(x):
-        return nn_kernels.layer_norm_forward(x, weight, bias, eps)
+        return _one_thread("layer_norm_forward", x)(x, weight, bias, eps)
     rows, width = x.shape
     y, mean, rstd = np.empty_like(x), np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     _layer_norm_forward_blocks(x, _parameter(weight, x.dtype), _parameter(bias, x.dtype),
@@ -197,7 +206,7 @@ def layer_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight):
     and dbias then summed per block of rows, the blocks in order)."""
     x = np.asarray(x, order="C")
     if not _threaded(x):
-        return nn_kernels.layer_norm_backward(grad, x, mean, rstd, weight)
+        return _one_thread("layer_norm_backward", x)(grad, x, mean, rstd, weight)
     rows, width = x.shape
     grad = np.asarray(grad, dtype=x.dtype, order="C")
     block_rows = _block_rows(width)
