@@ -63,7 +63,8 @@ def test_breakdown_times_each_primitive_and_restores_the_backend(bench, capsys):
     finally:
         md.set_num_threads(threads)
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert {"matmul", "adam_update", "relu"} <= set(result["parts"]), result
+    assert {"matmul", "relu"} <= set(result["parts"]), result
+    assert any(name.startswith("adam_update") for name in result["parts"]), result  # (or _group)
     assert 0 < sum(result["parts"].values()) < result["step"]
     assert "matmul" not in vars(backend)  # the timers are gone again
 
@@ -92,6 +93,6 @@ def test_breakdown_names_primitives_and_projects_to_more_threads(bench, capsys):
     output = capsys.readouterr().out
     minidl = output[output.index("  minidl "):]
     assert re.search(r"^  matmul\s+[\d.]+\s+[\d.]+\s+[\d.]+%", minidl, re.MULTILINE), output
-    assert re.search(r"^  adam_update\s", minidl, re.MULTILINE), output
+    assert re.search(r"^  adam_update\w*\s", minidl, re.MULTILINE), output
     assert re.search(r"minidl: \d+% of the 1-thread step ran on one core; steps/s measured "
                      r"1T [\d.]+, 2T [\d.]+; Amdahl projection 8T [\d.]+, 16T [\d.]+", output)
