@@ -60,22 +60,28 @@ def _threads(name: str):
 
 def add(a, b):
     """:meth:`Backend.add`: a + b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.add(a, b)  # the common case, kept to one test: a small op's cost
     return _binary(a, b, "add", array_ops.add, True)
 
 
 def sub(a, b):
     """:meth:`Backend.sub`: a - b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.sub(a, b)  # the common case, kept to one test: a small op's cost
     return _binary(a, b, "sub", array_ops.sub, False)
 
 
 def mul(a, b):
     """:meth:`Backend.mul`: a * b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.mul(a, b)  # the common case, kept to one test: a small op's cost
     return _binary(a, b, "mul", array_ops.mul, True)
 
 
 def relu(a):
     """:meth:`Backend.relu`: max(a, 0)."""
-    if not _large(a):
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK or not _large(a):
         return array_ops.relu(a)
     out = np.empty(a.shape, a.dtype)
     _threads("relu_spans")(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
