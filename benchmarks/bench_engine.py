@@ -499,6 +499,10 @@ def with_outside(result: dict) -> dict:
     return parts
 
 
+ENGINE_NAMES = {"minidl": "minidl", "torch": "PyTorch", "compiled": "md.compile",
+                "ort": "onnxruntime"}
+
+
 def print_breakdown(label: str, kind: str, engines, seconds: float, n: int,
                     targets=(8, 16), top: int = 10) -> None:
     """Per engine: the parts' milliseconds per step at 1 and ``n`` threads and their speed-up,
@@ -532,10 +536,6 @@ def print_breakdown(label: str, kind: str, engines, seconds: float, n: int,
         print(f"  {ENGINE_NAMES[engine]}: {serial_share:.0%} of the 1-thread step ran on one "
               f"core; steps/s measured 1T {1 / one['step']:.1f}, {n}T {1 / many['step']:.1f}; "
               f"Amdahl projection {rates}\n")
-
-
-ENGINE_NAMES = {"minidl": "minidl", "torch": "PyTorch", "compiled": "md.compile",
-                "ort": "onnxruntime"}
 
 
 def available_cores() -> int:

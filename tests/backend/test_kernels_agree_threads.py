@@ -15,7 +15,8 @@ from minidl.backend.numba_cpu import NumbaCpuBackend, nn_kernels, row_threads  #
 @pytest.fixture(params=["threads", "one-thread"])
 def threshold(request, monkeypatch):
     """Force the threaded blocks on a small problem, or leave the one-thread path."""
-    monkeypatch.setattr(row_threads, "PARALLEL_MIN_WORK", 0 if request.param == "threads" else 1 << 60)
+    threshold = 0 if request.param == "threads" else 1 << 60
+    monkeypatch.setattr(row_threads, "PARALLEL_MIN_WORK", threshold)
     monkeypatch.setattr(row_threads, "TASK_ELEMENTS", 24)  # several rows' blocks per problem
     return request.param
 
@@ -130,7 +131,8 @@ def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
             np.testing.assert_array_equal(op(row, a), ufunc(row, a))
     np.testing.assert_array_equal(elementwise_threads.sub(row, a), np.subtract(row, a))
     # Mixed dtypes and general broadcasting stay with NumPy (and its type promotion).
-    assert elementwise_threads.add(a, b.astype(np.float16)).dtype == np.add(a, b.astype(np.float16)).dtype
+    half = b.astype(np.float16)
+    assert elementwise_threads.add(a, half).dtype == np.add(a, half).dtype
     np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
 
 
