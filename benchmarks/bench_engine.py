@@ -553,7 +553,7 @@ def thread_counts(text: str) -> list[int]:
         item = item.strip().lower()
         count = available_cores() if item == "all" else int(item) if item.isdigit() else 0
         if count < 1:
-            raise argparse.ArgumentTypeError(f"--threads: expected positive thread counts or "
+            raise argparse.ArgumentTypeError(f"expected positive thread counts or "
                                              f"'all' separated by commas, got {text!r}")
         if count not in counts:
             counts.append(count)

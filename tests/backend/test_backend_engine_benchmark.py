@@ -48,7 +48,7 @@ def test_amdahl_projection_sums_each_parts_own_law(bench):
 def test_thread_counts_accept_lists_and_all(bench):
     assert bench.thread_counts("1,2,2") == [1, 2]
     assert bench.thread_counts("all") == [bench.available_cores()]
-    with pytest.raises(Exception, match="--threads"):
+    with pytest.raises(Exception, match="positive thread counts"):
         bench.thread_counts("1,zero")
 
 
