@@ -4,6 +4,12 @@ Two thread pools do the CPU work: the BLAS library that NumPy's matrix products 
 in NumPy's wheels), and Numba's pool for the kernels marked ``parallel`` (optimizer updates,
 large im2col/col2im). PyTorch's ``torch.set_num_threads`` limits its one intra-op pool; here the
 same call limits both. Nothing is imported or changed until the function is called.
+
+BLAS's count is one setting for the whole process, but Numba keeps a count per calling thread
+(a thread that never set one uses the whole pool). So a count set on the main thread is also
+given to any other thread the first time that thread runs a kernel (:func:`follow_in_this_thread`,
+which the CPU backend calls before each kernel): a model trained in a worker thread stays
+within the budget instead of running Numba's full pool beside BLAS's threads.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 
 # The symbol OpenBLAS exports to set its thread count, under each build's name mangling
 # (NumPy's wheels bundle "scipy_openblas" with 64-bit integers and a suffix).
@@ -20,6 +27,8 @@ _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_thre
                      "openblas_get_num_threads", "scipy_openblas_get_num_threads")
 
 _requested: int | None = None
+_setting = 0  # bumped by each set_num_threads: a thread that applied an older one applies again
+_this_thread = threading.local()  # .setting: the _setting this thread last gave Numba
 
 
 def _loaded_openblas() -> list:
@@ -50,10 +59,11 @@ def _call_first(library, names, *args):
 
 def set_num_threads(count: int) -> None:
     """Compute with at most ``count`` threads: NumPy's BLAS pool and Numba's parallel kernels."""
-    global _requested
+    global _requested, _setting
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
     _requested = count
+    _setting += 1
     # Numba (~0.2 s to import) is told now if it is loaded, else when the kernels load.
     if "numba" in sys.modules:
         apply_to_numba()
@@ -62,10 +72,19 @@ def set_num_threads(count: int) -> None:
 
 
 def apply_to_numba() -> None:
-    """Give Numba's pool the requested thread count (if any); called when Numba is loaded."""
+    """Give Numba the requested thread count (if any) for the calling thread; called when
+    Numba is loaded, and by :func:`follow_in_this_thread`."""
     if _requested is not None:
         import numba
         numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
+        _this_thread.setting = _setting
+
+
+def follow_in_this_thread() -> None:
+    """Before a Numba kernel: give this thread's Numba the current count, if it has not yet
+    (one attribute read when it has)."""
+    if _requested is not None and getattr(_this_thread, "setting", None) != _setting:
+        apply_to_numba()
 
 
 def get_num_threads() -> int:
@@ -77,4 +96,7 @@ def get_num_threads() -> int:
         found = _call_first(library, _OPENBLAS_GETTERS)
         if found:
             return int(found)
-    return os.cpu_count() or 1
+    try:
+        return len(os.sched_getaffinity(0))  # the cores this process may use (taskset, cgroups)
+    except AttributeError:
+        return os.cpu_count() or 1

@@ -222,17 +222,45 @@ def test_max_pool_2x2_fast_path_agrees(shape, ceil_mode, dtype, seed, integer_va
     np.testing.assert_array_equal(fast_argmax, argmax)
 
 
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("padding", [(0, 0), (1, 0)])
+def test_pooling_gives_the_same_bits_on_threads_as_on_one(monkeypatch, padding, ceil_mode):
+    # Large problems split their (n, c) planes over threads; each plane is computed by the same
+    # code wherever it runs, so forcing each loop on the same problem must give the same bits.
+    from minidl.backend.numba_cpu import pool as fast_pool
+
+    x = random_array(3, (3, 4, 9, 8), np.float32)
+    results = []
+    for threshold in (0, 1 << 60):
+        monkeypatch.setattr(fast_pool, "PARALLEL_MIN_WORK", threshold)
+        for window in (((3, 2), (2, 2)), ((2, 2), (2, 2))):
+            out, argmax = fast.max_pool2d_forward(x, *window, padding, (1, 1), ceil_mode)
+            avg_args = (*window, padding, ceil_mode, True)
+            avg = fast.avg_pool2d_forward(x, *avg_args)
+            results.append((out, argmax, fast.max_pool2d_backward(out, argmax, x.shape), avg,
+                            fast.avg_pool2d_backward(avg, x.shape, *avg_args)))
+    threaded, single = results[:2], results[2:]
+    for a_parts, b_parts in zip(threaded, single):
+        for a, b in zip(a_parts, b_parts):
+            np.testing.assert_array_equal(a, b)
+    out, argmax = ref.max_pool2d_forward(x, (3, 2), (2, 2), padding, (1, 1), ceil_mode)
+    np.testing.assert_array_equal(threaded[0][0], out)
+    np.testing.assert_array_equal(threaded[0][1], argmax)
+    assert_agree(threaded[0][2], ref.max_pool2d_backward(out, argmax, x.shape), np.float32)
+
+
 def test_max_pool_2x2_fast_path_is_taken(monkeypatch):
     from minidl.backend.numba_cpu import pool as fast_pool
 
-    calls = []
-    kernel = fast_pool._max_pool_2x2_kernel
-    monkeypatch.setattr(fast_pool, "_max_pool_2x2_kernel", lambda *a: calls.append(1) or kernel(*a))
+    calls = []  # each call's usual_2x2 flag, its last argument
+    kernel = fast_pool._max_pool_serial
+    monkeypatch.setattr(fast_pool, "_max_pool_serial",
+                        lambda *a: calls.append(a[-1]) or kernel(*a))
     x = random_array(0, (2, 3, 6, 7), np.float32)  # odd width: the last column is dropped
     fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), False)
-    assert calls == [1]
+    assert calls == [True]
     fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), True)  # window over the edge
-    assert calls == [1]
+    assert calls == [True, False]
 
 
 # ---------------------------------------------------------------------------------------------

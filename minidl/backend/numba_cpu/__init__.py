@@ -1,9 +1,11 @@
 """The default CPU backend: the NumPy reference with Numba kernels where they pay.
 
 :class:`NumbaCpuBackend` extends :class:`~minidl.backend.reference.ReferenceBackend` and replaces
-only the primitives listed in its body. Everything else — elementwise math, reductions, indexing,
-matrix products — is inherited from the reference unchanged: NumPy's ufuncs are vectorised C and
-its matmul is BLAS, so a Numba rewrite would not be faster. Numba takes over the primitives that
+only the primitives listed in its body. Everything else — most elementwise math, reductions,
+indexing, matrix products — is inherited from the reference unchanged: NumPy's ufuncs are
+vectorised C and its matmul is BLAS, so a Numba rewrite would not be faster on one thread (the
+commonest elementwise passes, add/sub/mul/ReLU, go to Numba's threads when large: see
+:mod:`.elementwise`). Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
 softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
 optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and
@@ -15,13 +17,15 @@ Numba itself is imported when the first kernel is needed, not with this module, 
 first few small calls of four primitives run NumPy stand-ins that give the same values: see
 :mod:`.loading` (a small model's first forward pass then never waits for Numba).
 
-Threads: the matrix products own the cores (BLAS runs its own thread pool), so most kernels run
-on the calling thread; only the optimizer updates and large im2col/col2im use Numba threads. The
-process-wide settings that make the two pools get along live in :mod:`.process_settings`.
+Threads: the matrix products run on BLAS's thread pool; between them, kernels on large inputs
+split their work over Numba's pool in fixed chunks (the optimizer updates, im2col/col2im,
+pooling, batch norm, GELU, and through :mod:`.row_threads` softmax and layer norm), so results
+are bitwise the same at any thread count. ``md.set_num_threads`` sizes both pools; the
+process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
 from ..reference import ReferenceBackend
-from . import loading
+from . import elementwise, loading
 from .loading import Kernel, load_kernels
 from .process_settings import apply_process_settings
 
@@ -44,16 +48,20 @@ class NumbaCpuBackend(ReferenceBackend):
     max_pool2d_backward = Kernel("pool")
     avg_pool2d_forward = Kernel("pool")
     avg_pool2d_backward = Kernel("pool")
-    softmax = Kernel("nn_kernels")
-    softmax_backward = Kernel("nn_kernels")
-    log_softmax = Kernel("nn_kernels")
-    softmax_cross_entropy_forward = Kernel("nn_kernels")
-    softmax_cross_entropy_backward = Kernel("nn_kernels")
-    relu_backward = Kernel("nn_kernels")
+    softmax = Kernel("row_threads")
+    softmax_backward = Kernel("row_threads")
+    log_softmax = Kernel("row_threads")
+    softmax_cross_entropy_forward = Kernel("row_threads")
+    softmax_cross_entropy_backward = Kernel("row_threads")
+    add = staticmethod(elementwise.add)  # NumPy, or Numba's threads for large arrays
+    sub = staticmethod(elementwise.sub)
+    mul = staticmethod(elementwise.mul)
+    relu = staticmethod(elementwise.relu)
+    relu_backward = staticmethod(elementwise.relu_backward)
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
-    layer_norm_forward = Kernel("nn_kernels")
-    layer_norm_backward = Kernel("nn_kernels")
+    layer_norm_forward = Kernel("row_threads")
+    layer_norm_backward = Kernel("row_threads")
     batch_norm_forward = Kernel("nn_kernels", stand_in=loading.batch_norm_forward)
     batch_norm_backward = Kernel("nn_kernels")
     lstm_cell_forward = Kernel("rnn_kernels")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .pool import _max_pool_forward_kernel
+from .pool import _max_pool_serial
 
 __all__ = ["max_pool2d_values_", "max_pool2x2_values_"]
 
@@ -49,6 +49,6 @@ def max_pool2d_values_(x, out, scratch, geometry, relu) -> None:
     """Window maxima of ``x`` (N, C, H, W) into ``out`` (N, C, OH, OW), then ReLU if ``relu``,
     for any window geometry (kh, kw, sh, sw, ph, pw, dh, dw): the training kernel, whose argmax
     goes to ``scratch`` (int64, out's shape), a buffer the plan owns and never reads."""
-    _max_pool_forward_kernel(x, out, scratch, *geometry)
+    _max_pool_serial(x, out, scratch, *geometry, False)  # one sample: no threads
     if relu:
         np.maximum(out, 0, out=out)

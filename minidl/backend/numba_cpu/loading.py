@@ -41,7 +41,7 @@ import threading
 import numpy as np
 
 from ..reference import ReferenceBackend
-from ..threads import apply_to_numba
+from ..threads import apply_to_numba, follow_in_this_thread
 
 SMALL_WORK = 1 << 15
 """Elements below which a stand-in runs NumPy (the reference stays under ~1 ms there)."""
@@ -49,8 +49,8 @@ SMALL_WORK = 1 << 15
 STAND_IN_CALLS = 32
 """How many calls the stand-ins serve before the kernels load (a small model's first passes)."""
 
-_KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "optim_kernels",
-                   "random_kernels", "rnn_kernels")
+_KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "row_threads",
+                   "elementwise_threads", "optim_kernels", "random_kernels", "rnn_kernels")
 _lock = threading.Lock()
 _state = {"loaded": False, "stand_in_calls": 0,
           "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0",
@@ -143,9 +143,19 @@ class Kernel:
     def __get__(self, instance, owner):
         if self.stand_in is not None and not _state["loaded"] and _state["stand_ins"]:
             return self.stand_in
-        function = _kernel(self.module, self.name)
+        function = within_thread_budget(_kernel(self.module, self.name))
         setattr(owner, self.name, staticmethod(function))  # later lookups skip this descriptor
         return function
+
+
+def within_thread_budget(function):
+    """``function`` (a kernel) giving its calling thread ``md.set_num_threads``'s count first:
+    Numba's count is per thread (see :mod:`..threads`)."""
+    @functools.wraps(function)
+    def kernel(*args, **kwargs):
+        follow_in_this_thread()
+        return function(*args, **kwargs)
+    return kernel
 
 
 def _numpy_serves(work: int) -> bool:

@@ -2,7 +2,9 @@
 
 Every kernel walks one (n, c) plane at a time and that plane's windows directly, skipping taps
 that fall in the padding instead of materialising a padded copy. Backward passes scatter into
-the plane's own input cells only, so the loop over planes could be split over threads safely.
+the plane's own input cells only, so planes are independent tasks: large problems split them over
+Numba's threads (see :data:`PARALLEL_MIN_WORK`), and as each plane is computed by the same code
+whichever thread runs it, results are bitwise the same at any thread count.
 
 Output sizes and average-pool divisors follow PyTorch; the size rule is shared with the reference
 (:func:`pool_output_size`) and the divisor rule is restated inside the kernels.
@@ -11,9 +13,10 @@ Output sizes and average-pool divisors follow PyTorch; the size rule is shared w
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..reference.pool import pool_output_size
+from .conv import PARALLEL_MIN_WORK
 
 __all__ = [
     "pool_output_size",
@@ -25,32 +28,29 @@ __all__ = [
 
 
 @njit(cache=True)
-def _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw):
-    n, c, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    for plane in range(n * c):
-        b = plane // c
-        ch = plane % c
-        for oh in range(out_h):
-            for ow in range(out_w):
-                best = -np.inf
-                best_index = -1
-                for i in range(kh):
-                    ih = oh * sh - ph + i * dh
-                    if ih < 0 or ih >= height:
+def _max_pool_plane(x, out, argmax, plane, kh, kw, sh, sw, ph, pw, dh, dw):
+    c, height, width = x.shape[1], x.shape[2], x.shape[3]
+    b, ch = plane // c, plane % c
+    for oh in range(out.shape[2]):
+        for ow in range(out.shape[3]):
+            best = -np.inf
+            best_index = -1
+            for i in range(kh):
+                ih = oh * sh - ph + i * dh
+                if ih < 0 or ih >= height:
+                    continue
+                for j in range(kw):
+                    iw = ow * sw - pw + j * dw
+                    if iw < 0 or iw >= width:
                         continue
-                    for j in range(kw):
-                        iw = ow * sw - pw + j * dw
-                        if iw < 0 or iw >= width:
-                            continue
-                        value = x[b, ch, ih, iw]
-                        # First in-image tap claims the window; later ones need to be strictly
-                        # larger (first max wins ties) or NaN (NaN propagates), as in PyTorch.
-                        if best_index < 0 or value > best or np.isnan(value):
-                            best = value
-                            best_index = ih * width + iw
-                out[b, ch, oh, ow] = best
-                argmax[b, ch, oh, ow] = best_index
+                    value = x[b, ch, ih, iw]
+                    # First in-image tap claims the window; later ones need to be strictly
+                    # larger (first max wins ties) or NaN (NaN propagates), as in PyTorch.
+                    if best_index < 0 or value > best or np.isnan(value):
+                        best = value
+                        best_index = ih * width + iw
+            out[b, ch, oh, ow] = best
+            argmax[b, ch, oh, ow] = best_index
 
 
 @njit(inline="always")
@@ -66,7 +66,7 @@ def _challenge(best, best_offset, value, offset):
 
 
 @njit(cache=True)
-def _max_pool_2x2_kernel(x, out, argmax):
+def _max_pool_2x2_plane(x, out, argmax, plane):
     """The same maxima for the usual ``MaxPool2d(2)``: 2x2 windows, stride 2, no padding, every
     window inside the image.
 
@@ -76,40 +76,34 @@ def _max_pool_2x2_kernel(x, out, argmax):
     compares finish it. This measured ~4x faster than the general kernel on LeNet's 64x6x28x28
     activations.
     """
-    n, c, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    for b in range(n):
-        for ch in range(c):
-            for oh in range(out_h):
-                for ow in range(out_w):
-                    ih, iw = 2 * oh, 2 * ow
-                    top = ih * width + iw  # flat in-plane index of the top-left tap
-                    best, best_offset = x[b, ch, ih, iw], top
-                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih, iw + 1], top + 1)
-                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw],
-                                                   top + width)
-                    best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw + 1],
-                                                   top + width + 1)
-                    out[b, ch, oh, ow] = best
-                    argmax[b, ch, oh, ow] = best_offset
+    c, width = x.shape[1], x.shape[3]
+    b, ch = plane // c, plane % c
+    for oh in range(out.shape[2]):
+        for ow in range(out.shape[3]):
+            ih, iw = 2 * oh, 2 * ow
+            top = ih * width + iw  # flat in-plane index of the top-left tap
+            best, best_offset = x[b, ch, ih, iw], top
+            best, best_offset = _challenge(best, best_offset, x[b, ch, ih, iw + 1], top + 1)
+            best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw], top + width)
+            best, best_offset = _challenge(best, best_offset, x[b, ch, ih + 1, iw + 1],
+                                           top + width + 1)
+            out[b, ch, oh, ow] = best
+            argmax[b, ch, oh, ow] = best_offset
 
 
 @njit(cache=True)
-def _max_pool_backward_kernel(grad_out, argmax, dx):
-    n, c, height, width = dx.shape
-    out_h, out_w = grad_out.shape[2], grad_out.shape[3]
-    for plane in range(n * c):
-        b = plane // c
-        ch = plane % c
-        for ih in range(height):
-            for iw in range(width):
-                dx[b, ch, ih, iw] = 0
-        for oh in range(out_h):
-            for ow in range(out_w):
-                index = argmax[b, ch, oh, ow]
-                if index < 0:
-                    continue  # the window lay entirely in the padding
-                dx[b, ch, index // width, index % width] += grad_out[b, ch, oh, ow]
+def _max_pool_backward_plane(grad_out, argmax, dx, plane):
+    c, height, width = dx.shape[1], dx.shape[2], dx.shape[3]
+    b, ch = plane // c, plane % c
+    for ih in range(height):
+        for iw in range(width):
+            dx[b, ch, ih, iw] = 0
+    for oh in range(grad_out.shape[2]):
+        for ow in range(grad_out.shape[3]):
+            index = argmax[b, ch, oh, ow]
+            if index < 0:
+                continue  # the window lay entirely in the padding
+            dx[b, ch, index // width, index % width] += grad_out[b, ch, oh, ow]
 
 
 @njit(cache=True)
@@ -129,41 +123,100 @@ def _avg_window(o, stride, padding, kernel, size, count_include_pad):
 
 
 @njit(cache=True)
-def _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
-    n, c, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    for plane in range(n * c):
-        b = plane // c
-        ch = plane % c
-        for oh in range(out_h):
-            h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
-            for ow in range(out_w):
-                w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
-                total = x.dtype.type(0)
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        total += x[b, ch, ih, iw]
-                out[b, ch, oh, ow] = total / (count_h * count_w)
+def _avg_pool_plane(x, out, plane, kh, kw, sh, sw, ph, pw, count_include_pad):
+    c, height, width = x.shape[1], x.shape[2], x.shape[3]
+    b, ch = plane // c, plane % c
+    for oh in range(out.shape[2]):
+        h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
+        for ow in range(out.shape[3]):
+            w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
+            total = x.dtype.type(0)
+            for ih in range(h0, h1):
+                for iw in range(w0, w1):
+                    total += x[b, ch, ih, iw]
+            out[b, ch, oh, ow] = total / (count_h * count_w)
 
 
 @njit(cache=True)
-def _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, count_include_pad):
-    n, c, height, width = dx.shape
-    out_h, out_w = grad_out.shape[2], grad_out.shape[3]
-    for plane in range(n * c):
-        b = plane // c
-        ch = plane % c
-        for ih in range(height):
-            for iw in range(width):
-                dx[b, ch, ih, iw] = 0
-        for oh in range(out_h):
-            h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
-            for ow in range(out_w):
-                w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
-                share = grad_out[b, ch, oh, ow] / (count_h * count_w)
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        dx[b, ch, ih, iw] += share
+def _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_include_pad):
+    c, height, width = dx.shape[1], dx.shape[2], dx.shape[3]
+    b, ch = plane // c, plane % c
+    for ih in range(height):
+        for iw in range(width):
+            dx[b, ch, ih, iw] = 0
+    for oh in range(grad_out.shape[2]):
+        h0, h1, count_h = _avg_window(oh, sh, ph, kh, height, count_include_pad)
+        for ow in range(grad_out.shape[3]):
+            w0, w1, count_w = _avg_window(ow, sw, pw, kw, width, count_include_pad)
+            share = grad_out[b, ch, oh, ow] / (count_h * count_w)
+            for ih in range(h0, h1):
+                for iw in range(w0, w1):
+                    dx[b, ch, ih, iw] += share
+
+
+# Each kernel is a loop over the (n, c) planes, serial or split over threads. Starting threads
+# costs tens of microseconds, so a problem under PARALLEL_MIN_WORK elements stays on the calling
+# thread (the four kernels' loops are spelled out: Numba caches a kernel per function, so one
+# function cannot be compiled both ways).
+
+@njit(cache=True)
+def _max_pool_serial(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw, usual_2x2):
+    for plane in range(x.shape[0] * x.shape[1]):
+        if usual_2x2:
+            _max_pool_2x2_plane(x, out, argmax, plane)
+        else:
+            _max_pool_plane(x, out, argmax, plane, kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+@njit(cache=True, parallel=True)
+def _max_pool_parallel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw, usual_2x2):
+    for plane in prange(x.shape[0] * x.shape[1]):
+        if usual_2x2:
+            _max_pool_2x2_plane(x, out, argmax, plane)
+        else:
+            _max_pool_plane(x, out, argmax, plane, kh, kw, sh, sw, ph, pw, dh, dw)
+
+
+@njit(cache=True)
+def _max_pool_backward_serial(grad_out, argmax, dx):
+    for plane in range(dx.shape[0] * dx.shape[1]):
+        _max_pool_backward_plane(grad_out, argmax, dx, plane)
+
+
+@njit(cache=True, parallel=True)
+def _max_pool_backward_parallel(grad_out, argmax, dx):
+    # A task owns one input plane, so no two threads ever add to the same cell.
+    for plane in prange(dx.shape[0] * dx.shape[1]):
+        _max_pool_backward_plane(grad_out, argmax, dx, plane)
+
+
+@njit(cache=True)
+def _avg_pool_serial(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
+    for plane in range(x.shape[0] * x.shape[1]):
+        _avg_pool_plane(x, out, plane, kh, kw, sh, sw, ph, pw, count_include_pad)
+
+
+@njit(cache=True, parallel=True)
+def _avg_pool_parallel(x, out, kh, kw, sh, sw, ph, pw, count_include_pad):
+    for plane in prange(x.shape[0] * x.shape[1]):
+        _avg_pool_plane(x, out, plane, kh, kw, sh, sw, ph, pw, count_include_pad)
+
+
+@njit(cache=True)
+def _avg_pool_backward_serial(grad_out, dx, kh, kw, sh, sw, ph, pw, count_include_pad):
+    for plane in range(dx.shape[0] * dx.shape[1]):
+        _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_include_pad)
+
+
+@njit(cache=True, parallel=True)
+def _avg_pool_backward_parallel(grad_out, dx, kh, kw, sh, sw, ph, pw, count_include_pad):
+    for plane in prange(dx.shape[0] * dx.shape[1]):
+        _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_include_pad)
+
+
+def _threaded(work: int) -> bool:
+    """Whether a kernel touching ``work`` elements is split over threads."""
+    return work >= PARALLEL_MIN_WORK
 
 
 def _pairs(*pairs):
@@ -186,10 +239,9 @@ def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ce
     # ceil_mode may add a last window hanging over the edge; 2*out <= size rules that out.
     usual_2x2 = ((kh, kw, sh, sw, ph, pw, dh, dw) == (2, 2, 2, 2, 0, 0, 1, 1)
                  and 2 * out_h <= height and 2 * out_w <= width)
-    if out.size and usual_2x2:
-        _max_pool_2x2_kernel(x, out, argmax)
-    elif out.size:
-        _max_pool_forward_kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw)
+    if out.size:
+        kernel = _max_pool_parallel if _threaded(x.size) else _max_pool_serial
+        kernel(x, out, argmax, kh, kw, sh, sw, ph, pw, dh, dw, usual_2x2)
     return out, argmax
 
 
@@ -199,7 +251,8 @@ def max_pool2d_backward(grad_out: np.ndarray, argmax: np.ndarray, x_shape) -> np
     argmax = np.ascontiguousarray(argmax, dtype=np.int64)
     dx = np.empty(tuple(int(s) for s in x_shape), dtype=grad_out.dtype)
     if dx.size:
-        _max_pool_backward_kernel(grad_out, argmax, dx)
+        kernel = _max_pool_backward_parallel if _threaded(dx.size) else _max_pool_backward_serial
+        kernel(grad_out, argmax, dx)
     return dx
 
 
@@ -212,7 +265,8 @@ def avg_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, ceil_mode, c
     out_w = pool_output_size(width, kw, sw, pw, 1, ceil_mode)
     out = np.empty((n, c, out_h, out_w), dtype=x.dtype)
     if out.size:
-        _avg_pool_forward_kernel(x, out, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
+        kernel = _avg_pool_parallel if _threaded(x.size) else _avg_pool_serial
+        kernel(x, out, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
     return out
 
 
@@ -226,5 +280,6 @@ def avg_pool2d_backward(grad_out: np.ndarray, x_shape, kernel_size, stride, padd
     pool_output_size(x_shape[3], kw, sw, pw, 1, ceil_mode)
     dx = np.empty(x_shape, dtype=grad_out.dtype)
     if dx.size:
-        _avg_pool_backward_kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
+        kernel = _avg_pool_backward_parallel if _threaded(dx.size) else _avg_pool_backward_serial
+        kernel(grad_out, dx, kh, kw, sh, sw, ph, pw, bool(count_include_pad))
     return dx

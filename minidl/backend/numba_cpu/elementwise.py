@@ -1,0 +1,99 @@
+"""Add, subtract, multiply, ReLU and ReLU's gradient: NumPy's ufuncs (and the one-thread ReLU
+gradient kernel), or Numba's threads for large float arrays.
+
+NumPy's ufuncs run on one thread, and between the matrix products of a training step these
+passes over memory (bias adds, residual adds, activations and their gradients) are a large share
+of the time left on one core. Arrays of at least :data:`PARALLEL_MIN_WORK` elements, of one
+float dtype, either of one shape or a (…, width) array with a (width,) row (a bias), go to the
+threaded kernels of :mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small
+arrays, other dtypes, general broadcasting — is the reference's NumPy call, and Numba is not
+imported for it (a small model's first forward pass never waits for Numba; see :mod:`.loading`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import array_ops
+from ..threads import follow_in_this_thread
+from . import loading
+
+PARALLEL_MIN_WORK = 1 << 18
+"""Elements from which a pass is split over threads (as for the other kernels: below it, waking
+the pool costs more than the pass)."""
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _large(a, b=None) -> bool:
+    return (type(a) is np.ndarray and a.size >= PARALLEL_MIN_WORK and a.dtype in _FLOATS
+            and (b is None or (type(b) is np.ndarray and b.dtype == a.dtype)))
+
+
+def _binary(a, b, op_name: str, ufunc, commutes: bool):
+    if _large(a, b) or (commutes and _large(b, a)):
+        if commutes and b.size > a.size:
+            a, b = b, a  # (the threaded kernels take the row second; x + y == y + x exactly)
+        op = _OPS[op_name]
+        if a.shape == b.shape:
+            out = np.empty(a.shape, a.dtype)
+            _threads("binary_spans")(np.ascontiguousarray(a).reshape(-1),
+                                     np.ascontiguousarray(b).reshape(-1), out.reshape(-1), op)
+            return out
+        if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1] and b.size:
+            out = np.empty(a.shape, a.dtype)
+            width = b.shape[0]
+            _threads("rows_with_row")(np.ascontiguousarray(a).reshape(-1, width),
+                                      np.ascontiguousarray(b), out.reshape(-1, width), op)
+            return out
+    return ufunc(a, b)
+
+
+_OPS = {"add": 0, "sub": 1, "mul": 2}  # elementwise_threads.ADD, SUB, MUL (that module loads Numba)
+
+
+def _threads(name: str):
+    """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget."""
+    follow_in_this_thread()
+    return loading._kernel("elementwise_threads", name)
+
+
+def add(a, b):
+    """:meth:`Backend.add`: a + b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.add(a, b)  # the common case, kept to one test: a small op's cost
+    return _binary(a, b, "add", array_ops.add, True)
+
+
+def sub(a, b):
+    """:meth:`Backend.sub`: a - b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.sub(a, b)  # the common case, kept to one test: a small op's cost
+    return _binary(a, b, "sub", array_ops.sub, False)
+
+
+def mul(a, b):
+    """:meth:`Backend.mul`: a * b."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.mul(a, b)  # the common case, kept to one test: a small op's cost
+    return _binary(a, b, "mul", array_ops.mul, True)
+
+
+def relu(a):
+    """:meth:`Backend.relu`: max(a, 0)."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK or not _large(a):
+        return array_ops.relu(a)
+    out = np.empty(a.shape, a.dtype)
+    _threads("relu_spans")(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
+    return out
+
+
+def relu_backward(grad, x):
+    """:meth:`Backend.relu_backward`: grad where x > 0, else 0 (:mod:`.nn_kernels`' kernel, on
+    threads for large inputs)."""
+    if not (_large(grad, x) and grad.shape == x.shape):
+        return loading._kernel("nn_kernels", "relu_backward")(grad, x)
+    dx = np.empty(grad.shape, grad.dtype)
+    # ravel() is a view of a contiguous array and a contiguous copy of anything else.
+    _threads("relu_backward_spans")(grad.ravel(), x.ravel(), dx.reshape(-1))
+    return dx

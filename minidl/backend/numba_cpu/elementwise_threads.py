@@ -1,0 +1,64 @@
+"""The Numba side of :mod:`.elementwise`: adds, subtractions, products and ReLU over spans of
+elements, split over threads.
+
+An elementwise result does not depend on how the elements are split, so these give NumPy's bits
+at any thread count. A task is a span of :data:`SPAN` elements, or of whole rows when a row
+vector (a bias) is broadcast along the rows.
+"""
+
+from __future__ import annotations
+
+from numba import njit, prange
+
+from .nn_kernels import _relu_backward_kernel
+
+SPAN = 1 << 14
+"""Elements per task: enough to amortise a task's start, small enough to balance the threads."""
+
+ADD, SUB, MUL = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def _apply(op, x, y):
+    if op == ADD:
+        return x + y
+    if op == SUB:
+        return x - y
+    return x * y
+
+
+@njit(cache=True, parallel=True)
+def binary_spans(a, b, out, op):
+    """out = a op b, all three flat and the same size."""
+    for span in prange((out.size + SPAN - 1) // SPAN):
+        for k in range(span * SPAN, min(out.size, (span + 1) * SPAN)):
+            out[k] = _apply(op, a[k], b[k])
+
+
+@njit(cache=True, parallel=True)
+def rows_with_row(a, row, out, op):
+    """out = a op row for (rows, width) ``a`` and ``out`` and a (width,) ``row``."""
+    rows, width = a.shape
+    block = max(1, SPAN // width)
+    for task in prange((rows + block - 1) // block):
+        for r in range(task * block, min(rows, (task + 1) * block)):
+            for k in range(width):
+                out[r, k] = _apply(op, a[r, k], row[k])
+
+
+@njit(cache=True, parallel=True)
+def relu_spans(a, out):
+    """max(a, 0) as NumPy computes it: NaN stays NaN, -0.0 becomes +0.0."""
+    zero = out.dtype.type(0)
+    for span in prange((out.size + SPAN - 1) // SPAN):
+        for k in range(span * SPAN, min(out.size, (span + 1) * SPAN)):
+            value = a[k]
+            out[k] = value if (value > 0) | (value != value) else zero
+
+
+@njit(cache=True, parallel=True)
+def relu_backward_spans(grad, x, dx):
+    """:func:`.nn_kernels.relu_backward`'s kernel on each span."""
+    for span in prange((dx.size + SPAN - 1) // SPAN):
+        part = slice(span * SPAN, min(dx.size, (span + 1) * SPAN))
+        _relu_backward_kernel(grad[part], x[part], dx[part])

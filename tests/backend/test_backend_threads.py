@@ -1,0 +1,118 @@
+"""One thread budget: ``md.set_num_threads`` governs NumPy's BLAS pool and Numba's kernels,
+whichever thread calls them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+_IN_ANOTHER_THREAD = """
+import threading
+import numpy as np
+import minidl as md
+from minidl.backend import get_backend
+from minidl.backend.numba_cpu import load_kernels
+md.set_num_threads(1)
+load_kernels()  # Numba loaded, and told, on the main thread (as after a first training step)
+seen = []
+
+def train_here():
+    import numba
+    backend = get_backend("cpu")
+    backend.softmax(np.ones((2, 4), np.float32), -1)  # a Numba kernel, called from this thread
+    seen.append(numba.get_num_threads())
+
+worker = threading.Thread(target=train_here)
+worker.start()
+worker.join()
+print(seen[0])
+"""
+
+
+def test_the_budget_reaches_kernels_called_from_another_thread():
+    # Numba's thread count is per calling thread: a budget set on the main thread must still
+    # hold in a thread that trains (a server's worker, a background fit), as BLAS's does.
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", _IN_ANOTHER_THREAD], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1"]
+
+
+def test_the_budget_reaches_openblas_itself():
+    import minidl as md
+    from minidl.backend import threads
+    libraries = threads._loaded_openblas()
+    if not libraries:
+        pytest.skip("NumPy here does not use OpenBLAS")
+    before = md.get_num_threads()
+    try:
+        md.set_num_threads(1)
+        assert threads._call_first(libraries[0], threads._OPENBLAS_GETTERS) == 1
+    finally:
+        md.set_num_threads(before)
+
+
+def _train(steps: int = 2):
+    """Parameters after a few Adam steps of a net that passes through every threaded kernel:
+    convolution (im2col/col2im), bias adds, batch norm, ReLU, max-pool, layer norm, GELU,
+    softmax, Adam."""
+    import numpy as np
+
+    import minidl as md
+    from minidl import nn, optim
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                      nn.MaxPool2d(2))
+            self.norm, self.fc, self.act = nn.LayerNorm(16), nn.Linear(16, 16), nn.GELU()
+            self.head = nn.Linear(16, 3)
+
+        def forward(self, x):
+            h = self.conv(x).reshape(x.shape[0], 4, 16)  # (batch, 4 tokens, 16 features)
+            h = self.act(self.fc(self.norm(h)))
+            h = md.matmul(md.softmax(md.matmul(h, h.transpose(-2, -1)), -1), h)
+            return self.head(h.mean(1))
+
+    md.manual_seed(0)
+    model = Net()
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(0)
+    x = md.tensor(rng.standard_normal((6, 2, 8, 8)).astype(np.float32))
+    y = md.tensor(rng.integers(0, 3, 6))
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    import minidl as md
+    from minidl.backend.numba_cpu import (conv, elementwise, nn_kernels, optim_kernels, pool,
+                                          row_threads)
+    # Every kernel takes its threaded loop even on these small shapes.
+    for module in (conv, pool, nn_kernels, row_threads, elementwise):
+        monkeypatch.setattr(module, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    before = md.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2):
+            md.set_num_threads(threads)
+            runs.append(_train())
+    finally:
+        md.set_num_threads(before)
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
