@@ -285,12 +285,17 @@ class Checkpoint:
             _put_back(placements)  # modules moved by map_location go back where they were
             problems = self._roll_back(loaded, snapshots)
             md_random.set_rng_state(rng_before)
+            note = (f"rolling back also failed for {', '.join(problems)}: "
+                    "those objects are in neither state" if problems else "")
             if not isinstance(exc, Exception):
-                raise  # KeyboardInterrupt, SystemExit: rolled back, and passed on as they are
-            note = f"; rolling back also failed for {', '.join(problems)}" if problems else ""
+                # KeyboardInterrupt, SystemExit: rolled back, and passed on as they are; a
+                # rollback that failed is told in the traceback, never swallowed.
+                if note:
+                    exc.add_note(f"{path}: restore interrupted; {note}")
+                raise
             raise StateMismatchError(
                 path, f"object {loaded[-1]!r} refused its saved state ({type(exc).__name__}: "
-                      f"{exc}); nothing was restored{note}") from exc
+                      f"{exc}); nothing was restored{'; ' + note if note else ''}") from exc
 
     def _move_modules(self, device) -> list:
         """Move every tracked module to ``device``; returns (tensor, device it was on) pairs."""
@@ -304,12 +309,13 @@ class Checkpoint:
         return placements
 
     def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
+        """Load each snapshot back; returns ``"name (why)"`` for each object that refused."""
         failed = []
         for name in reversed(names):
             try:
                 self._objects[name].load_state_dict(snapshots[name])
-            except BaseException:  # noqa: BLE001 - reported by name; the rest still roll back
-                failed.append(name)
+            except BaseException as exc:  # noqa: BLE001 - reported; the rest still roll back
+                failed.append(f"{name} ({type(exc).__name__}: {exc})")
         return failed
 
 
