@@ -38,6 +38,7 @@ from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
+from minidl.io.errors import printable
 from minidl.io.atomic import temp_is_abandoned
 from minidl.placement import check_device
 from minidl.validation import check_non_negative_int, check_number
@@ -370,7 +371,8 @@ class CheckpointManager:
                         vanished = True
                         break
                     failures[record.path] = exc
-                    warnings.warn(f"skipping unusable checkpoint {exc}; trying an older one",
+                    warnings.warn(f"skipping unusable checkpoint {printable(exc)}; trying an "
+                                  "older one",
                                   RuntimeWarning, stacklevel=4)
                     continue
                 self.last_restored = info
