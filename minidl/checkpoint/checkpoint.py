@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidl import random as md_random
-from minidl.checkpoint import sharded
+from minidl.checkpoint import naming, sharded
 from minidl.checkpoint.data_parallel import rng_for_this_rank
 from minidl.io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
@@ -47,7 +47,7 @@ from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module, StateDictMismatchError
 from minidl.placement import check_device
-from minidl.validation import check_non_negative_int
+from minidl.validation import check_number
 
 CHECKPOINT_KIND = "checkpoint"
 CHECKPOINT_FORMAT = 1
@@ -147,7 +147,7 @@ class Checkpoint:
         sharded`), whose states the file then does not hold itself; ``rank_states`` every
         rank's state of objects whose state differs per rank, stored as ``{"per_rank": [...]}``.
         """
-        step = check_non_negative_int("step", step)
+        step = check_step("step", step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         sharded_names = shards["objects"] if shards else ()
@@ -207,10 +207,20 @@ class Checkpoint:
         missing from the file are always an error.  Raises ``CheckpointError`` (or a subclass)
         naming the file for every problem; nothing else escapes.
         """
+        return self._restore(path, key=key, strict=strict, map_location=map_location)
+
+    def _restore(self, path, *, key, strict: bool, map_location,
+                 expected_step: int | None = None) -> RestoreInfo:
+        """:meth:`restore`; with ``expected_step`` (what a managed file's name says) a header
+        that says another step is refused as corrupt before anything changes."""
         path = os.fspath(path)
         device = None if map_location is None else check_device(map_location)
         try:
             plan = self._read_and_check(path, key, strict)
+            step = plan["info"].step
+            if expected_step is not None and step != expected_step:
+                raise CorruptFileError(path, f"header says step {step}, the file name says "
+                                             f"step {expected_step}")
             self._apply(path, plan, device)
         except CheckpointError:
             raise
@@ -228,7 +238,7 @@ class Checkpoint:
             raise CorruptFileError(path, f"unknown checkpoint_format "
                                          f"{metadata['checkpoint_format']!r}")
         try:
-            step = check_non_negative_int("checkpoint step", metadata["step"])
+            step = check_step("checkpoint step", metadata["step"])
         except ValueError as exc:
             raise CorruptFileError(path, str(exc)) from None
         if not isinstance(metadata["objects"], dict) or not isinstance(metadata["rng"], dict):
@@ -317,6 +327,12 @@ class Checkpoint:
             except BaseException as exc:  # noqa: BLE001 - reported; the rest still roll back
                 failed.append(f"{name} ({type(exc).__name__}: {exc})")
         return failed
+
+
+def check_step(name: str, value) -> int:
+    """A training step as an int, ``0 <= step <= naming.MAX_STEP``, or ValueError naming it."""
+    check_number(name, value, low=0, high=naming.MAX_STEP, integer=True)
+    return int(value)
 
 
 def _put_back(placements: list) -> None:

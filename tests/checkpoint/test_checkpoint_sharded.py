@@ -215,3 +215,18 @@ def test_verify_of_an_index_checks_its_shards_and_names_each(tmp_path, capsys):
     shard.unlink()
     assert main(["verify", "-q", index]) == 1
     assert "shard-00000-of-00001.mdl is missing" in capsys.readouterr().err
+
+
+def test_orphan_shards_of_a_failed_save_go_with_the_next_successful_save(tmp_path):
+    model, opt = build()
+    ckpt = Checkpoint(model=model, optimizer=opt)
+    manager = CheckpointManager(ckpt, tmp_path, prefix="run")
+    # Saves at steps 2 and 4 died after their shards, before their index: no index names them.
+    for step in (2, 4):
+        sharded.write_shards(str(tmp_path / f"run-step{step:08d}.mdl"), step, {"optimizer": opt})
+    (tmp_path / ".run-step00000002.shard-00000-of-00001.mdl.0123456789ab.tmp").write_bytes(b"x")
+    # A save of a later step may be writing its shards while this one commits: they stay.
+    sharded.write_shards(str(tmp_path / "run-step00000009.mdl"), 9, {"optimizer": opt})
+    manager.save(6)
+    assert sorted(os.listdir(tmp_path)) == ["run-step00000006.mdl",
+                                            "run-step00000009.shard-00000-of-00001.mdl"]
