@@ -96,10 +96,14 @@ def _expected_bytes(tensor):
     return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
 
 
-def load_external_data(model, base_dir: str) -> None:
+def load_external_data(model, base_dir: str, max_tensor_bytes: int | None = None) -> None:
     """Check every external reference of ``model`` and copy the bytes into the tensors.
 
-    Everything is checked before anything is read; afterwards the model is self-contained.
+    Everything is checked before anything is read -- the location, the byte range, and the
+    size against ``max_tensor_bytes`` (the bound the importer puts on every tensor), so a
+    small model pointing at a huge (or sparse) side file is refused without reading or
+    allocating. Each tensor is read straight into one buffer, which the model then holds;
+    afterwards the model is self-contained.
     """
     plans = []
     for tensor in _all_tensors(model.graph):
@@ -117,6 +121,12 @@ def load_external_data(model, base_dir: str) -> None:
         expected = _expected_bytes(tensor)
         if length is None:
             length = expected if expected is not None else size - offset
+        for what, count in (("declares", expected), ("points at", length)):
+            if max_tensor_bytes is not None and count is not None and count > max_tensor_bytes:
+                raise UnsafeExternalDataError(
+                    f"{where} {what} {count} bytes of external data, beyond the bound of "
+                    f"{max_tensor_bytes} bytes (raise it with import_model(..., "
+                    f"max_tensor_bytes=N) if it is meant)")
         if offset < 0 or length < 0 or offset + length > size:
             raise UnsafeExternalDataError(
                 f"{where}: bytes [{offset}, {offset + length}) lie outside "
@@ -126,13 +136,33 @@ def load_external_data(model, base_dir: str) -> None:
                 f"{where}: {length} external bytes for a tensor of {expected} bytes")
         plans.append((tensor, path, offset, length))
     for tensor, path, offset, length in plans:
-        with open(path, "rb") as file:
-            if os.fstat(file.fileno()).st_nlink > 1:  # linked since the check above
-                _refuse_hardlinks(path, path)
-            file.seek(offset)
-            tensor.raw_data = file.read(length)
+        tensor.raw_data = _read_range(path, offset, length)
         tensor.data_location = 0  # DEFAULT: the bytes are in the message now
         del tensor.external_data[:]
+
+
+def _read_range(path: str, offset: int, length: int) -> bytes:
+    """``length`` bytes of the regular file ``path`` from ``offset``, in one buffer.
+
+    Opened as minidl opens every file it reads (a name swapped for a FIFO or a device since
+    the checks is refused, not read), and checked for hard links once more.
+    """
+    from ..io import CheckpointError
+    from ..io.reader import open_regular_file
+
+    try:
+        file = open_regular_file(path)
+    except CheckpointError as error:
+        raise UnsafeExternalDataError(f"external data {error}") from None
+    with file:
+        if os.fstat(file.fileno()).st_nlink > 1:  # linked since the checks
+            _refuse_hardlinks(path, path)
+        file.seek(offset)
+        data = file.read(length)  # a read of a known size fills one bytes object
+    if len(data) != length:
+        raise UnsafeExternalDataError(f"external data {path}: shrank to fewer than "
+                                      f"{offset + length} bytes while it was read")
+    return data
 
 
 def side_file_name(model_path: str) -> str:

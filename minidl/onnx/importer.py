@@ -177,8 +177,13 @@ def _check_constant_shapes(nodes, stored, max_tensor_bytes: int) -> None:
                         f"(raise it with import_model(..., max_tensor_bytes=N) if it is meant)")
 
 
-def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
-    """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded)."""
+def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, *,
+                      consume: bool = False) -> OnnxGraphModule:
+    """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded).
+
+    ``consume=True`` lets it empty the initializers' bytes as it copies them out (the model
+    is the importer's own and no longer needed): a large model is then held once, not twice.
+    """
     from onnx import numpy_helper
 
     _validate(model)  # at its own opset: the converter assumes a valid graph
@@ -192,7 +197,11 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
         raise UnsupportedOperatorError(
             f"import: unsupported ONNX operators: {', '.join(problems)}", problems)
 
-    stored = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    stored = {}
+    for tensor in graph.initializer:
+        stored[tensor.name] = numpy_helper.to_array(tensor)
+        if consume:
+            tensor.ClearField("raw_data")
     constants = set()
     nodes = []
     for node in graph.node:
@@ -257,9 +266,9 @@ def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Onnx
         model.ParseFromString(data)
     except DecodeError as error:
         raise ValueError(f"{path}: not an ONNX model ({error})") from None
-    load_external_data(model, os.path.dirname(os.path.abspath(path)))
+    load_external_data(model, os.path.dirname(os.path.abspath(path)), max_tensor_bytes)
     try:
-        return module_from_proto(model, max_tensor_bytes)
+        return module_from_proto(model, max_tensor_bytes, consume=True)
     except UnsupportedOperatorError as error:
         raise UnsupportedOperatorError(f"{path}: {error}", error.operators) from None
     except ValueError as error:
