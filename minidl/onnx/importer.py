@@ -110,6 +110,42 @@ def _unsupported(graph) -> list:
     return sorted(problems)
 
 
+def _check_opset_is_known(model) -> None:
+    """Refuse an opset newer than the installed onnx package knows: its operators' schemas
+    (and so the checker's verdict) would be guesses."""
+    from onnx import defs
+
+    newest = defs.onnx_opset_version()
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset > newest:
+        raise UnsupportedOperatorError(
+            f"import: opset {opset} is newer than this onnx package knows ({newest}); "
+            f"upgrade onnx, or export the model at opset {newest} or below", [f"opset {opset}"])
+
+
+def _input_types(graph, stored) -> dict:
+    """What the graph declares for each tensor input: ``{name: {"dtype", "shape"}}``, each
+    dimension an int (fixed) or its symbolic name / None (dynamic)."""
+    from onnx import helper
+
+    declared = {}
+    for value in graph.input:
+        if not value.type.HasField("tensor_type"):
+            continue
+        tensor_type = value.type.tensor_type
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)).name
+        except (KeyError, TypeError, ValueError):
+            continue  # a type minidl has no dtype for is left to the operators to refuse
+        shape = None
+        if tensor_type.HasField("shape"):
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in tensor_type.shape.dim]
+        if shape is not None:
+            declared[value.name] = {"dtype": dtype, "shape": shape}
+    return declared
+
+
 def _converted_to_supported_opset(model):
     """The model itself from opset 13 on; older ones rewritten by onnx.version_converter."""
     from onnx import version_converter
@@ -147,6 +183,10 @@ def _validate(model) -> None:
                              f"{first_line}") from None
         raise ValueError(f"import: invalid ONNX model: {message}") from None
     graph = model.graph
+    outputs = [value.name for value in graph.output]
+    twice = sorted({name for name in outputs if outputs.count(name) > 1})
+    if twice:
+        raise ValueError(f"import: graph output {twice[0]!r} is listed twice")
     defined = {t.name for t in graph.initializer} | {v.name for v in graph.input}
     for index, node in enumerate(graph.node):
         for name in node.input:
@@ -186,6 +226,7 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, *
     """
     from onnx import numpy_helper
 
+    _check_opset_is_known(model)
     _validate(model)  # at its own opset: the converter assumes a valid graph
     converted = _converted_to_supported_opset(model)
     if converted is not model:
@@ -236,7 +277,9 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, *
     inputs = [value.name for value in graph.input if value.name not in stored] + \
         [value.name for value in graph.input if value.name in stored]
     outputs = [value.name for value in graph.output]
-    module = OnnxGraphModule(inputs, outputs, nodes, tensors)
+    types = _input_types(graph, stored)
+    module = OnnxGraphModule(inputs, outputs, nodes, tensors,
+                             {name: types[name] for name in inputs if name in types})
     module.load_state_dict(state, strict=True)
     module.max_tensor_bytes = int(max_tensor_bytes)
     return module.eval()

@@ -158,3 +158,50 @@ def test_weights_listed_as_inputs_come_after_the_data_and_can_be_named(tmp_path)
                                   [[4, 4], [13, 13]])
     with pytest.raises(TypeError, match="unexpected"):
         module(x, z=x)
+
+
+def relu_graph(tmp_path, shape=(7, 3), dtype=None, opset=17, outputs=("y",)):
+    return write(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [info("x", list(shape), dtype)],
+                 [info(name, list(shape), dtype) for name in outputs], opset=opset)
+
+
+def test_inputs_are_checked_against_the_declared_type_and_rank_at_call_time(tmp_path):
+    """A graph declared float32[7,3] used to run on an int64[4] input."""
+    module = import_model(relu_graph(tmp_path))
+    with pytest.raises(TypeError, match=r"input 'x'.*float32.*int64"):
+        module(np.arange(4))
+    with pytest.raises(ValueError, match=r"input 'x'.*\[7, 3\].*\(4,\)"):
+        module(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"input 'x'.*\[7, 3\].*\(7, 4\)"):
+        module(np.ones((7, 4), np.float32))
+    assert module(np.ones((7, 3), np.float32)).shape == (7, 3)
+
+
+def test_dynamic_dimensions_take_any_size(tmp_path):
+    module = import_model(relu_graph(tmp_path, shape=("batch", 3)))
+    for batch in (1, 5):
+        assert module(np.ones((batch, 3), np.float32)).shape == (batch, 3)
+    with pytest.raises(ValueError, match=r"input 'x'.*\['batch', 3\]"):
+        module(np.ones((5, 3, 1), np.float32))
+
+
+def test_the_declared_types_survive_a_save_and_load(tmp_path):
+    module = import_model(relu_graph(tmp_path, shape=("n", 3)))
+    md.save_model(module, tmp_path / "m.mdl")
+    loaded = md.load_model(tmp_path / "m.mdl")
+    with pytest.raises(TypeError, match="input 'x'"):
+        loaded(np.ones((2, 3), np.float64))
+    assert loaded(np.ones((2, 3), np.float32)).shape == (2, 3)
+
+
+def test_an_opset_newer_than_the_onnx_package_knows_is_refused(tmp_path):
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    with pytest.raises(UnsupportedOperatorError, match=f"opset 99.*{newest}"):
+        import_model(relu_graph(tmp_path, opset=99))
+
+
+def test_duplicate_graph_output_names_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"output 'y'.*twice"):
+        import_model(relu_graph(tmp_path, outputs=("y", "y")))
