@@ -30,7 +30,7 @@ from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..nn.registry import register_module
 from .errors import UnsupportedOperatorError
-from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext
+from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext, check_size
 
 # The operator table (minidl.onnx.interpreter and the modules it registers) is several thousand
 # lines: it is imported when the first graph module is built, not at ``import minidl``, which
@@ -134,6 +134,7 @@ class OnnxGraphModule(Module):
             if name in self.input_types:
                 _check_input(name, values[name], self.input_types[name])
         from .interpreter import run_node
+        from .output_bounds import check_output_sizes, predicted_shape
 
         for node in self.nodes:
             inputs = [values[n] if n else None for n in node["inputs"]]
@@ -146,10 +147,16 @@ class OnnxGraphModule(Module):
                                  node=f"{node['op_type']} -> {node['outputs'][0]}",
                                  outputs=wanted)
             try:
+                # Ops whose output outgrows their inputs are checked before they run, every
+                # other output once computed: no value beyond the bound reaches a later node.
+                shape = predicted_shape(node["op_type"], inputs, node["attributes"])
+                if shape is not None and inputs:
+                    check_size(shape, inputs[0].dtype, context, node["op_type"])
                 result = run_node(node["op_type"], inputs, node["attributes"], context)
+                results = result if isinstance(result, tuple) else (result,)
+                check_output_sizes(results, context)
             except (ValueError, TypeError, IndexError, KeyError) as error:
                 raise type(error)(f"ONNX node {context.node}: {error}") from None
-            results = result if isinstance(result, tuple) else (result,)
             if len(results) < wanted:
                 raise ValueError(f"ONNX node {context.node}: computes {len(results)} outputs, "
                                  f"the graph reads {wanted}")

@@ -205,3 +205,41 @@ def test_an_opset_newer_than_the_onnx_package_knows_is_refused(tmp_path):
 def test_duplicate_graph_output_names_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"output 'y'.*twice"):
         import_model(relu_graph(tmp_path, outputs=("y", "y")))
+
+
+def test_a_matrix_product_beyond_the_bound_is_refused_before_it_is_computed(tmp_path):
+    """Expand + MatMul used to be bounded only by the operating system."""
+    path = write(tmp_path, [helper.make_node("Expand", ["x", "rows"], ["column"]),
+                            helper.make_node("Expand", ["x", "cols"], ["row"]),
+                            helper.make_node("MatMul", ["column", "row"], ["y"], name="outer")],
+                 [info("x", [1, 1])], [info("y", [3000, 3000])],
+                 [("rows", np.array([3000, 1], np.int64)), ("cols", np.array([1, 3000], np.int64))])
+    module = import_model(path, max_tensor_bytes=1 << 20)
+    with pytest.raises(ValueError, match=r"MatMul.*\[3000, 3000\].*beyond the bound"):
+        module(np.ones((1, 1), np.float32))
+    assert import_model(path, max_tensor_bytes=36 << 20)(np.ones((1, 1), np.float32)).shape \
+        == (3000, 3000)
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Mul", "Where"])
+def test_a_broadcast_beyond_the_bound_is_refused_before_it_is_computed(tmp_path, op_type):
+    inputs = ["c", "a", "b"] if op_type == "Where" else ["a", "b"]
+    path = write(tmp_path, [helper.make_node(op_type, inputs, ["y"])],
+                 [info("a", [2000, 1]), info("b", [1, 2000])]
+                 + ([info("c", [1], TensorProto.BOOL)] if op_type == "Where" else []),
+                 [info("y", [2000, 2000])])
+    module = import_model(path, max_tensor_bytes=1 << 20)
+    given = {"a": np.ones((2000, 1), np.float32), "b": np.ones((1, 2000), np.float32)}
+    if op_type == "Where":
+        given["c"] = np.ones(1, bool)
+    with pytest.raises(ValueError, match=rf"{op_type}.*\[2000, 2000\].*beyond the bound"):
+        module(**given)
+
+
+def test_a_transposed_convolution_with_a_huge_stride_is_refused_before_it_is_computed(tmp_path):
+    path = write(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"],
+                                             strides=[1 << 20, 1 << 20])],
+                 [info("x", [1, 1, 2, 2])], [info("y", [1, 1, "h", "w"])],
+                 [("w", np.ones((1, 1, 1, 1), np.float32))])
+    with pytest.raises(ValueError, match=r"ConvTranspose.*beyond the bound"):
+        import_model(path)(np.ones((1, 1, 2, 2), np.float32))
