@@ -46,6 +46,7 @@ from minidl.io.state_tree import (
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module, StateDictMismatchError
+from minidl.optim.optimizer import Optimizer
 from minidl.placement import check_device
 from minidl.validation import check_number
 
@@ -278,8 +279,10 @@ class Checkpoint:
         # All snapshots first: loading one object may touch another (a user object holding a
         # reference to the model), and the rollback must return to the state before restore.
         # A sharded object (ZeRO) snapshots its own shard: loading that back restores it.
-        snapshots = {name: copy_state(obj.sharded_state_dict() if sharded.is_sharded(obj)
-                                      else obj.state_dict())
+        own = all(map(_loads_as_minidl_does, self._objects.values()))
+        assigned = self._assignable_modules(plan["states"]) if own else set()
+        snapshots = {name: _snapshot(obj, uncopied=name in assigned or
+                                     (own and isinstance(obj, Optimizer)))
                      for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
         placements = self._move_modules(device) if device is not None else []
@@ -287,7 +290,10 @@ class Checkpoint:
         try:
             for name, obj in self._objects.items():
                 loaded.append(name)
-                obj.load_state_dict(plan["states"][name])
+                if name in assigned:
+                    obj.load_state_dict(plan["states"][name], assign=True)
+                else:
+                    obj.load_state_dict(plan["states"][name])
             md_random.set_rng_state(plan["rng"])
         except BaseException as exc:
             # BaseException: a Ctrl-C in the middle of a restore must not leave half the
@@ -306,6 +312,25 @@ class Checkpoint:
             raise StateMismatchError(
                 path, f"object {loaded[-1]!r} refused its saved state ({type(exc).__name__}: "
                       f"{exc}); nothing was restored{'; ' + note if note else ''}") from exc
+
+    # Memory: the file's arrays, a rollback snapshot and the state copied in would be three
+    # copies of the state at once. Two of them are avoidable when every tracked object loads
+    # with minidl's own code (none of which writes into another's arrays): a module takes
+    # the arrays just read from the file as its storage (``assign=True``: they are private to
+    # this restore), and an optimizer builds new slot arrays; either way the arrays held before
+    # are never written, so they are the snapshot as they are, uncopied.
+
+    def _assignable_modules(self, states: dict) -> set:
+        """Tracked modules that can take the file's arrays as their own storage."""
+        assignable = set()
+        for name, obj in self._objects.items():
+            if isinstance(obj, Module):
+                try:
+                    obj.check_state_dict(states[name], assign=True)
+                except (StateDictMismatchError, TypeError, ValueError):
+                    continue  # a dtype to convert: copied in, as load_state_dict does
+                assignable.add(name)
+        return assignable
 
     def _move_modules(self, device) -> list:
         """Move every tracked module to ``device``; returns (tensor, device it was on) pairs."""
@@ -327,6 +352,24 @@ class Checkpoint:
             except BaseException as exc:  # noqa: BLE001 - reported; the rest still roll back
                 failed.append(f"{name} ({type(exc).__name__}: {exc})")
         return failed
+
+
+def _loads_as_minidl_does(obj) -> bool:
+    """Whether loading ``obj`` runs only minidl's code: a module or optimizer of any class
+    that keeps their ``load_state_dict``, or an object of minidl's own (a scheduler, a data
+    reader). A user's own ``load_state_dict`` may touch other objects' arrays."""
+    for base in (Module, Optimizer):
+        if isinstance(obj, base):
+            return type(obj).load_state_dict is base.load_state_dict
+    return type(obj).__module__.startswith("minidl.")
+
+
+def _snapshot(obj, uncopied: bool):
+    """What a rollback loads back into ``obj``: its state, copied unless loading never writes
+    into the arrays it holds now (see ``Checkpoint._assignable_modules``)."""
+    if sharded.is_sharded(obj):
+        return copy_state(obj.sharded_state_dict())
+    return obj.state_dict() if uncopied else copy_state(obj.state_dict())
 
 
 def check_step(name: str, value) -> int:

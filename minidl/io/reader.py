@@ -166,7 +166,8 @@ def _read_header(path, file, key) -> FileHeader:
         # A reader who expects an encrypted (hence authenticated) file must not silently
         # accept a plaintext one that anybody could have written.
         raise DecryptionError(path, "a key was given but the file is not encrypted")
-    tree = unpack_header(path, stored)
+    tree = unpack_header(path, stored,
+                         file_size - layout.PRELUDE_SIZE - prelude.header_length)
     header = validate_header(path, tree, prelude, file_size)
     return FileHeader(os.fspath(path), prelude, header, file_size)
 
