@@ -285,6 +285,21 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, *
     return module.eval()
 
 
+def _read_model_bytes(path: str) -> bytes:
+    """The file's bytes, opened as minidl opens every file it reads: a FIFO or a device named
+    like a model is refused (it would block the import or feed it endless bytes)."""
+    from ..io import CheckpointError, MissingFileError
+    from ..io.reader import open_regular_file
+
+    try:
+        with open_regular_file(path) as file:
+            return file.read()
+    except MissingFileError as error:
+        raise FileNotFoundError(str(error)) from None
+    except CheckpointError as error:
+        raise ValueError(f"{error.path}: not an ONNX model: {error.problem}") from None
+
+
 def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
     """Read the ONNX model at ``path`` (and its checked external data) into a minidl Module.
 
@@ -302,8 +317,7 @@ def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Onnx
     from .external_data import load_external_data
 
     path = os.fspath(path)
-    with open(path, "rb") as file:
-        data = file.read()
+    data = _read_model_bytes(path)
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
