@@ -3,7 +3,6 @@ writes a one-shard checkpoint through the same code a job of N ranks uses)."""
 
 import hashlib
 import os
-import threading
 import warnings
 
 import numpy as np
@@ -121,20 +120,11 @@ def test_each_rank_restores_its_own_rng_stream(tmp_path):
     assert md.get_rng_state() == ranks[0]
 
 
-def stuck(call, seconds=20):
-    """Run ``call`` in a thread; the exception it raised, or fail if it is still blocked."""
-    outcome = {}
+def stuck(call):
+    """The exception ``call`` raised; fails the test if it blocks reading a shard."""
+    from minidl.testing.deadline import outcome_within
 
-    def run():
-        try:
-            outcome["result"] = call()
-        except BaseException as exc:  # noqa: BLE001 - returned to the test
-            outcome["error"] = exc
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), "blocked reading a shard that is not a regular file"
-    return outcome.get("error")
+    return outcome_within(call)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and /dev/zero")

@@ -247,21 +247,10 @@ def test_a_transposed_convolution_with_a_huge_stride_is_refused_before_it_is_com
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_named_like_a_model_is_refused_without_blocking(tmp_path):
-    import threading
+    from minidl.testing.deadline import outcome_within
 
-    os.mkfifo(tmp_path / "m.onnx")
-    outcome = {}
-
-    def read():
-        try:
-            import_model(tmp_path / "m.onnx")
-        except Exception as error:  # noqa: BLE001 - checked below
-            outcome["error"] = error
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-    thread.join(20)
-    if thread.is_alive():
-        os.close(os.open(tmp_path / "m.onnx", os.O_WRONLY | os.O_NONBLOCK))  # let it go
-        pytest.fail("import_model blocked on a FIFO")
-    assert isinstance(outcome.get("error"), ValueError)
-    assert "not a regular file" in str(outcome["error"])
+    fifo = tmp_path / "m.onnx"
+    os.mkfifo(fifo)
+    error = outcome_within(lambda: import_model(fifo),
+                           unblock=lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+    assert isinstance(error, ValueError) and "not a regular file" in str(error)
