@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.tensor import Tensor
+from ..nn.init import new_storage
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..nn.registry import register_module
@@ -73,7 +74,9 @@ class OnnxGraphModule(Module):
                      and isinstance(entry["shape"], list)
                      and all(isinstance(n, int) and n >= 0 for n in entry["shape"]),
                      f"bad tensor entry {entry!r}")
-            array = np.zeros(entry["shape"], entry["dtype"])
+            # Zeros, or a placeholder without memory under init.skip_init (the importer then
+            # assigns every array).
+            array = new_storage(entry["shape"], np.dtype(entry["dtype"]), fill=0)
             if entry["kind"] == "parameter":
                 _require(array.dtype.kind == "f", f"parameter {entry['name']!r} is not float")
                 self.register_parameter(entry["attribute"], Parameter(array))

@@ -200,3 +200,32 @@ def test_a_side_file_swapped_for_a_fifo_after_the_checks_is_refused(layout, monk
     monkeypatch.setattr(external_data.os.path, "getsize", swapped_after_the_checks)
     with pytest.raises(UnsafeExternalDataError, match="not a regular file"):
         import_model(path)
+
+
+IMPORT_PEAK = """
+import sys, tracemalloc
+import onnx, minidl.onnx.interpreter  # imported before measuring: not the import's cost
+from minidl.onnx import import_model
+tracemalloc.start()
+before = tracemalloc.get_traced_memory()[0]
+module = import_model(sys.argv[1])
+print(tracemalloc.get_traced_memory()[1] - before)
+"""
+
+
+def test_importing_external_weights_holds_them_about_once(tmp_path):
+    """The bytes used to be read, copied into the message, serialized and parsed again by the
+    checker, and copied out: about four times the weights at the peak. (tracemalloc sees the
+    Python and NumPy part of that, in a fresh process.)"""
+    import subprocess
+    import sys
+
+    weights = 32 << 20
+    export_onnx(md.nn.Linear(4096, 2048), tmp_path / "m.onnx",
+                md.tensor(np.zeros((1, 4096), np.float32)), external_data_threshold=1024)
+    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", IMPORT_PEAK, str(tmp_path / "m.onnx")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": project})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 1.5 * weights
