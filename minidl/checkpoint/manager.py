@@ -293,8 +293,8 @@ class CheckpointManager:
             # a stale extra checkpoint that the next scan finds, never a record without a file.
             doomed = [r for r in self._records if r.path not in keep]
             self._records = [r for r in self._records if r.path in keep]
-        for record in doomed:
-            sharded.remove_checkpoint(record.path)
+        for old in doomed:
+            sharded.remove_checkpoint(old.path)
         # Shards of a save that failed before its index: the manager would otherwise find
         # them only when it next starts.
         self._remove_leftovers(self._list_directory(), up_to_step=record.step)
