@@ -214,6 +214,12 @@ def test_a_ctrl_c_at_any_bytecode_of_a_restore_leaves_every_object_as_it_was(sav
             call_interrupted(n, lambda: checkpoint.restore(path))
         except KeyboardInterrupt as interrupt:
             assert not getattr(interrupt, "__notes__", None), (n, interrupt.__notes__)
-            assert_bitwise_equal(snapshot(target), before)
+            # Rolled back -- or, interrupted in the last bytecodes after every object was
+            # loaded, restored: never some objects of each.
+            now = snapshot(target)
+            try:
+                assert_bitwise_equal(now, before)
+            except AssertionError:
+                assert_bitwise_equal(now, restored)
         else:
             assert_bitwise_equal(snapshot(target), restored)
