@@ -39,15 +39,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minidl import random as md_random
-from minidl.checkpoint import sharded
+from minidl.checkpoint import naming, sharded
 from minidl.checkpoint.data_parallel import rng_for_this_rank
 from minidl.io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module, StateDictMismatchError
+from minidl.optim.optimizer import Optimizer
 from minidl.placement import check_device
-from minidl.validation import check_non_negative_int
+from minidl.validation import check_number
 
 CHECKPOINT_KIND = "checkpoint"
 CHECKPOINT_FORMAT = 1
@@ -161,7 +162,7 @@ class Checkpoint:
         sharded`), whose states the file then does not hold itself; ``rank_states`` every
         rank's state of objects whose state differs per rank, stored as ``{"per_rank": [...]}``.
         """
-        step = check_non_negative_int("step", step)
+        step = check_step("step", step)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         sharded_names = shards["objects"] if shards else ()
@@ -221,10 +222,20 @@ class Checkpoint:
         missing from the file are always an error.  Raises ``CheckpointError`` (or a subclass)
         naming the file for every problem; nothing else escapes.
         """
+        return self._restore(path, key=key, strict=strict, map_location=map_location)
+
+    def _restore(self, path, *, key, strict: bool, map_location,
+                 expected_step: int | None = None) -> RestoreInfo:
+        """:meth:`restore`; with ``expected_step`` (what a managed file's name says) a header
+        that says another step is refused as corrupt before anything changes."""
         path = os.fspath(path)
         device = None if map_location is None else check_device(map_location)
         try:
             plan = self._read_and_check(path, key, strict)
+            step = plan["info"].step
+            if expected_step is not None and step != expected_step:
+                raise CorruptFileError(path, f"header says step {step}, the file name says "
+                                             f"step {expected_step}")
             self._apply(path, plan, device)
         except CheckpointError:
             raise
@@ -242,7 +253,7 @@ class Checkpoint:
             raise CorruptFileError(path, f"unknown checkpoint_format "
                                          f"{metadata['checkpoint_format']!r}")
         try:
-            step = check_non_negative_int("checkpoint step", metadata["step"])
+            step = check_step("checkpoint step", metadata["step"])
         except ValueError as exc:
             raise CorruptFileError(path, str(exc)) from None
         if not isinstance(metadata["objects"], dict) or not isinstance(metadata["rng"], dict):
@@ -282,8 +293,10 @@ class Checkpoint:
         # All snapshots first: loading one object may touch another (a user object holding a
         # reference to the model), and the rollback must return to the state before restore.
         # A sharded object (ZeRO) snapshots its own shard: loading that back restores it.
-        snapshots = {name: copy_state(obj.sharded_state_dict() if sharded.is_sharded(obj)
-                                      else obj.state_dict())
+        own = all(map(_loads_as_minidl_does, self._objects.values()))
+        assigned = self._assignable_modules(plan["states"]) if own else set()
+        snapshots = {name: _snapshot(obj, uncopied=name in assigned or
+                                     (own and isinstance(obj, Optimizer)))
                      for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
         placements = self._move_modules(device) if device is not None else []
@@ -291,7 +304,10 @@ class Checkpoint:
         try:
             for name, obj in self._objects.items():
                 loaded.append(name)
-                obj.load_state_dict(plan["states"][name])
+                if name in assigned:
+                    obj.load_state_dict(plan["states"][name], assign=True)
+                else:
+                    obj.load_state_dict(plan["states"][name])
             md_random.set_rng_state(plan["rng"])
         except BaseException as exc:
             # BaseException: a Ctrl-C in the middle of a restore must not leave half the
@@ -299,12 +315,36 @@ class Checkpoint:
             _put_back(placements)  # modules moved by map_location go back where they were
             problems = self._roll_back(loaded, snapshots)
             md_random.set_rng_state(rng_before)
+            note = (f"rolling back also failed for {', '.join(problems)}: "
+                    "those objects are in neither state" if problems else "")
             if not isinstance(exc, Exception):
-                raise  # KeyboardInterrupt, SystemExit: rolled back, and passed on as they are
-            note = f"; rolling back also failed for {', '.join(problems)}" if problems else ""
+                # KeyboardInterrupt, SystemExit: rolled back, and passed on as they are; a
+                # rollback that failed is told in the traceback, never swallowed.
+                if note:
+                    exc.add_note(f"{path}: restore interrupted; {note}")
+                raise
             raise StateMismatchError(
                 path, f"object {loaded[-1]!r} refused its saved state ({type(exc).__name__}: "
-                      f"{exc}); nothing was restored{note}") from exc
+                      f"{exc}); nothing was restored{'; ' + note if note else ''}") from exc
+
+    # Memory: the file's arrays, a rollback snapshot and the state copied in would be three
+    # copies of the state at once. Two of them are avoidable when every tracked object loads
+    # with minidl's own code (none of which writes into another's arrays): a module takes
+    # the arrays just read from the file as its storage (``assign=True``: they are private to
+    # this restore), and an optimizer builds new slot arrays; either way the arrays held before
+    # are never written, so they are the snapshot as they are, uncopied.
+
+    def _assignable_modules(self, states: dict) -> set:
+        """Tracked modules that can take the file's arrays as their own storage."""
+        assignable = set()
+        for name, obj in self._objects.items():
+            if isinstance(obj, Module):
+                try:
+                    obj.check_state_dict(states[name], assign=True)
+                except (StateDictMismatchError, TypeError, ValueError):
+                    continue  # a dtype to convert: copied in, as load_state_dict does
+                assignable.add(name)
+        return assignable
 
     def _move_modules(self, device) -> list:
         """Move every tracked module to ``device``; returns (tensor, device it was on) pairs."""
@@ -318,13 +358,38 @@ class Checkpoint:
         return placements
 
     def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
+        """Load each snapshot back; returns ``"name (why)"`` for each object that refused."""
         failed = []
         for name in reversed(names):
             try:
                 self._objects[name].load_state_dict(snapshots[name])
-            except BaseException:  # noqa: BLE001 - reported by name; the rest still roll back
-                failed.append(name)
+            except BaseException as exc:  # noqa: BLE001 - reported; the rest still roll back
+                failed.append(f"{name} ({type(exc).__name__}: {exc})")
         return failed
+
+
+def _loads_as_minidl_does(obj) -> bool:
+    """Whether loading ``obj`` runs only minidl's code: a module or optimizer of any class
+    that keeps their ``load_state_dict``, or an object of minidl's own (a scheduler, a data
+    reader). A user's own ``load_state_dict`` may touch other objects' arrays."""
+    for base in (Module, Optimizer):
+        if isinstance(obj, base):
+            return type(obj).load_state_dict is base.load_state_dict
+    return type(obj).__module__.startswith("minidl.")
+
+
+def _snapshot(obj, uncopied: bool):
+    """What a rollback loads back into ``obj``: its state, copied unless loading never writes
+    into the arrays it holds now (see ``Checkpoint._assignable_modules``)."""
+    if sharded.is_sharded(obj):
+        return copy_state(obj.sharded_state_dict())
+    return obj.state_dict() if uncopied else copy_state(obj.state_dict())
+
+
+def check_step(name: str, value) -> int:
+    """A training step as an int, ``0 <= step <= naming.MAX_STEP``, or ValueError naming it."""
+    check_number(name, value, low=0, high=naming.MAX_STEP, integer=True)
+    return int(value)
 
 
 def _put_back(placements: list) -> None:

@@ -39,6 +39,7 @@ from minidl.checkpoint.async_writer import BackgroundWriter
 from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
 from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
+from minidl.io.errors import printable
 from minidl.io.atomic import temp_is_abandoned
 from minidl.placement import check_device
 from minidl.validation import check_non_negative_int, check_number
@@ -129,12 +130,18 @@ class CheckpointManager:
         except FileNotFoundError:
             return []
 
-    def _remove_leftovers(self, names: list[str]) -> None:
-        # Only abandoned temporary files: one whose writer still runs is another process's
-        # save in progress (a trainer beside this evaluator), never ours to touch.
-        is_ours = lambda name: naming.parse_name(self.prefix, name) is not None  # noqa: E731
+    def _remove_leftovers(self, names: list[str], up_to_step: int | None = None) -> None:
+        """Remove what interrupted saves of this run left: their abandoned temporary files,
+        and shards that no index names. With ``up_to_step`` (after a committed save of that
+        step) only shards of steps up to it: a later save may be writing its shards now."""
+        def is_ours(name: str) -> bool:
+            parsed = naming.parse_name(self.prefix, name)
+            return parsed is not None and (up_to_step is None or parsed.step <= up_to_step)
+
         leftover_shards = set(sharded.leftover_shards(names, is_ours))
         for name in names:
+            # Only abandoned temporary files: one whose writer still runs is another
+            # process's save in progress (a trainer beside this evaluator), never ours.
             abandoned = (naming.is_leftover_temp(self.prefix, name)
                          and temp_is_abandoned(self.directory, name))
             if abandoned or name in leftover_shards:
@@ -307,8 +314,11 @@ class CheckpointManager:
             # a stale extra checkpoint that the next scan finds, never a record without a file.
             doomed = [r for r in self._records if r.path not in keep]
             self._records = [r for r in self._records if r.path in keep]
-        for record in doomed:
-            sharded.remove_checkpoint(record.path)
+        for old in doomed:
+            sharded.remove_checkpoint(old.path)
+        # Shards of a save that failed before its index: the manager would otherwise find
+        # them only when it next starts.
+        self._remove_leftovers(self._list_directory(), up_to_step=record.step)
 
     def wait(self) -> None:
         """Block until every background save is committed; raise a background error."""
@@ -382,8 +392,11 @@ class CheckpointManager:
                 if record.path in failures:
                     continue  # already reported: an unchanged bad file stays bad
                 try:
-                    info = self.checkpoint.restore(record.path, key=self.key, strict=strict,
-                                                   map_location=device)
+                    # The name is what the manager ranked the file by: a header that says
+                    # another step is not the checkpoint the name promises.
+                    info = self.checkpoint._restore(record.path, key=self.key, strict=strict,
+                                                    map_location=device,
+                                                    expected_step=record.step)
                 except CheckpointError as exc:
                     if isinstance(exc, MissingFileError) and not os.path.lexists(record.path):
                         # Deleted under us, most likely by a writer's retention that has saved
@@ -391,8 +404,8 @@ class CheckpointManager:
                         vanished = True
                         break
                     failures[record.path] = exc
-                    user_warnings.warn(f"skipping unusable checkpoint {exc}; trying an "
-                                       f"older one", RuntimeWarning)
+                    user_warnings.warn(f"skipping unusable checkpoint {printable(exc)}; trying "
+                                       f"an older one", RuntimeWarning)
                     continue
                 self.last_restored = info
                 self._last_saved_step, self._last_save_time = info.step, self.clock()

@@ -63,8 +63,14 @@ def file_name(prefix: str, step: int, epoch: int | None = None,
     return f"{prefix}{epoch_part}{batch_part}-step{step:0{STEP_DIGITS}d}{EXTENSION}"
 
 
-# [0-9], not \d: \d also matches the digits of other scripts, which int() accepts.
-_POSITION = r"(?:-epoch([0-9]+)(?:-batch([0-9]+))?)?-step([0-9]+)"
+# Steps (and epochs, batches) are below 2**63, as a 64-bit signed counter holds them.
+MAX_STEP = 2**63 - 1
+
+# [0-9], not \d: \d also matches the digits of other scripts, which int() accepts. At most
+# 19 digits (enough for MAX_STEP): int() refuses strings of thousands of digits, and a name
+# with more is no checkpoint of ours anyway.
+_NUMBER = r"([0-9]{1,19})"
+_POSITION = rf"(?:-epoch{_NUMBER}(?:-batch{_NUMBER})?)?-step{_NUMBER}"
 
 
 def _pattern(prefix: str) -> re.Pattern:
@@ -78,6 +84,8 @@ def parse_name(prefix: str, name: str) -> CheckpointName | None:
     if match is None:
         return None
     epoch, batch, step = match.groups()
+    if any(number is not None and int(number) > MAX_STEP for number in (epoch, batch, step)):
+        return None
     return CheckpointName(prefix, int(step), None if epoch is None else int(epoch),
                           None if batch is None else int(batch))
 

@@ -30,6 +30,7 @@ import re
 from minidl import distributed as dist
 from minidl.io.state_tree import from_storable, to_storable
 from minidl.io.atomic import final_name_of_temp
+from minidl.io.reader import open_regular_file
 from minidl.io import (
     CheckpointError, CorruptFileError, MissingFileError, decode_value, encode_value, read_file,
     write_file)
@@ -37,7 +38,9 @@ from minidl.io import (
 SHARD_KIND = "checkpoint-shard"
 SHARD_FORMAT = 1
 SHARDED_CHECKPOINT_FORMAT = 2
-_SHARD_SUFFIX = re.compile(r"\.shard-(\d{5})-of-(\d{5})\.mdl")
+# [0-9], not \d: \d also matches the digits of other scripts.
+_SHARD_SUFFIX = re.compile(r"\.shard-([0-9]{5})-of-([0-9]{5})\.mdl")
+_SHARD_NAME = re.compile(r"(?P<stem>.+)" + _SHARD_SUFFIX.pattern, re.DOTALL)
 
 
 def is_sharded(obj) -> bool:
@@ -57,12 +60,16 @@ def shard_names_of(index_name: str, names) -> list[str]:
     return [n for n in names if n.startswith(stem) and _SHARD_SUFFIX.fullmatch(n[len(stem):])]
 
 
-def _sha256(path: str) -> str:
+def _size_and_sha256(path: str) -> tuple[int, str]:
+    """The size and SHA-256 of the regular file ``path`` (a FIFO or a device named like a
+    shard would block the reader or feed it endless bytes: refused as the reader refuses
+    them, by :func:`~minidl.io.reader.open_regular_file`)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as file:
+    with open_regular_file(path) as file:
+        size = os.fstat(file.fileno()).st_size
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return size, digest.hexdigest()
 
 
 def write_shards(index_path: str, step: int, objects: dict, *, key: bytes | None = None) -> dict:
@@ -81,8 +88,9 @@ def write_shards(index_path: str, step: int, objects: dict, *, key: bytes | None
         header = {"shard_format": SHARD_FORMAT, "step": int(step), "rank": rank,
                   "world_size": world, "objects": tree["objects"]}
         write_file(path, header, tensors, kind=SHARD_KIND, key=key)
-        described = {"name": os.path.basename(path), "bytes": os.path.getsize(path),
-                     "sha256": _sha256(path), "error": None}
+        size, sha256 = _size_and_sha256(path)
+        described = {"name": os.path.basename(path), "bytes": size, "sha256": sha256,
+                     "error": None}
     except Exception as exc:  # every rank must learn of it, or the others would wait
         described = {"name": os.path.basename(path), "error": f"{type(exc).__name__}: {exc}"}
     everyone = dist.all_gather_object(described)
@@ -105,15 +113,52 @@ def _check_shards_field(path: str, shards) -> None:
             or shards.get("world_size") != len(shards["files"]):
         raise CorruptFileError(path, "field 'shards' must be a map with 'world_size', "
                                      "'objects' and one entry of 'files' per rank")
+    objects = shards["objects"]
+    if not all(isinstance(name, str) for name in objects) or len(set(objects)) != len(objects):
+        raise CorruptFileError(path, "field 'shards': 'objects' must be a list of distinct "
+                                     "object names")
+    world = len(shards["files"])
     for rank, entry in enumerate(shards["files"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) \
+        # A shard is named by the index, which is untrusted: the only name ever opened is
+        # the one this rank's shard of this index has (SPEC section 9), in the index's own
+        # directory -- no other file, no path, no control characters.
+        expected = os.path.basename(shard_path(path, rank, world))
+        if not isinstance(entry, dict) or entry.get("name") != expected \
                 or not isinstance(entry.get("sha256"), str) \
-                or not isinstance(entry.get("bytes"), int) \
-                or os.path.basename(entry["name"]) != entry["name"] \
-                or entry["name"] in ("", ".", "..") or not _SHARD_SUFFIX.search(entry["name"]):
-            # A shard is named by the index, which is untrusted: only a plain file name in
-            # the index's own directory, of the shard form, is ever opened.
-            raise CorruptFileError(path, f"shards.files[{rank}] is not a valid shard entry")
+                or not isinstance(entry.get("bytes"), int) or entry["bytes"] < 0:
+            raise CorruptFileError(path, f"shards.files[{rank}] is not a valid shard entry "
+                                         f"(rank {rank}'s shard must be named {expected})")
+
+
+def _checked_shard(path: str, shards: dict, rank: int, step, *, key, mmap: bool = False):
+    """Read rank ``rank``'s shard of the index ``path`` once its size and SHA-256 match the
+    index's record: ``(shard path, its objects' decoded states)``."""
+    entry = shards["files"][rank]
+    file = os.path.join(os.path.dirname(os.path.abspath(path)), entry["name"])
+    try:
+        size, sha256 = _size_and_sha256(file)
+    except MissingFileError:
+        raise MissingFileError(path, f"shard {entry['name']} is missing") from None
+    except CheckpointError as exc:
+        raise CorruptFileError(path, f"shard {entry['name']}: {exc.problem}") from None
+    except OSError as exc:
+        raise CheckpointError(path, f"shard {entry['name']}: cannot read: "
+                                    f"{exc.strerror or exc}") from None
+    if size != entry["bytes"] or sha256 != entry["sha256"]:
+        raise CorruptFileError(path, f"shard {entry['name']} does not match the size and "
+                                     "checksum the index recorded")
+    metadata, tensors = read_file(file, key=key, kind=SHARD_KIND, mmap=mmap)
+    expected = {"shard_format": SHARD_FORMAT, "rank": rank,
+                "world_size": shards["world_size"], "step": step}
+    wrong = [k for k, v in expected.items() if metadata.get(k) != v]
+    if wrong or not isinstance(metadata.get("objects"), dict):
+        raise CorruptFileError(file, "shard header does not fit its index "
+                                     f"({', '.join(wrong) or 'objects'})")
+    objects = decode_value(file, metadata["objects"], tensors)
+    for name in shards["objects"]:
+        if name not in objects:
+            raise CorruptFileError(file, f"shard holds no state for {name!r}")
+    return file, objects
 
 
 def read_shard_states(path: str, header: dict, *, key: bytes | None = None) -> dict:
@@ -125,44 +170,59 @@ def read_shard_states(path: str, header: dict, *, key: bytes | None = None) -> d
 
     shards = header.get("shards")
     _check_shards_field(path, shards)
-    directory = os.path.dirname(os.path.abspath(path))
     per_object: dict[str, list] = {name: [] for name in shards["objects"]}
-    for rank, entry in enumerate(shards["files"]):
-        file = os.path.join(directory, entry["name"])
-        try:
-            size = os.path.getsize(file)
-        except OSError:
-            raise MissingFileError(path, f"shard {entry['name']} is missing") from None
-        if size != entry["bytes"] or _sha256(file) != entry["sha256"]:
-            raise CorruptFileError(path, f"shard {entry['name']} does not match the size and "
-                                         "checksum the index recorded")
-        metadata, tensors = read_file(file, key=key, kind=SHARD_KIND)
-        expected = {"shard_format": SHARD_FORMAT, "rank": rank,
-                    "world_size": shards["world_size"], "step": header.get("step")}
-        wrong = [k for k, v in expected.items() if metadata.get(k) != v]
-        if wrong or not isinstance(metadata.get("objects"), dict):
-            raise CorruptFileError(file, f"shard header does not fit its index ({', '.join(wrong) or 'objects'})")
-        objects = decode_value(file, metadata["objects"], tensors)
-        for name in per_object:
-            if name not in objects:
-                raise CorruptFileError(file, f"shard holds no state for {name!r}")
-            per_object[name].append(from_storable(objects[name]))
+    for rank in range(len(shards["files"])):
+        file, objects = _checked_shard(path, shards, rank, header.get("step"), key=key)
+        for name, states in per_object.items():
+            try:
+                states.append(from_storable(objects[name]))
+            except ValueError as exc:
+                raise CorruptFileError(file, f"state of {name!r}: {exc}") from None
     try:
         return {name: merge_shard_states(states) for name, states in per_object.items()}
     except ValueError as exc:
         raise CorruptFileError(path, f"shards do not join: {exc}") from None
 
 
+def verify_shards(path: str, header: dict, *, key: bytes | None = None) -> list:
+    """Check every shard the index ``path`` names, as a restore would: ``[(shard name,
+    None or the CheckpointError that refuses it), ...]`` in rank order (``minidl verify``)."""
+    shards = header.get("shards")
+    _check_shards_field(path, shards)
+    outcome = []
+    for rank, entry in enumerate(shards["files"]):
+        try:
+            _checked_shard(path, shards, rank, header.get("step"), key=key, mmap=True)
+            outcome.append((entry["name"], None))
+        except CheckpointError as exc:
+            outcome.append((entry["name"], exc))
+    return outcome
+
+
 def merge_checkpoint(index_path, output_path, *, key: bytes | None = None) -> str:
     """Write the sharded checkpoint ``index_path`` as one ordinary checkpoint at
     ``output_path`` (the shards joined; a plain checkpoint is copied as it is). Returns the
     output path."""
-    from minidl.checkpoint.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_KIND
+    from minidl.checkpoint.checkpoint import CHECKPOINT_KIND
 
     index_path, output_path = os.fspath(index_path), os.fspath(output_path)
     header, tensors = read_file(index_path, key=key, kind=CHECKPOINT_KIND)
     if not isinstance(header.get("objects"), dict):
         raise CorruptFileError(index_path, "checkpoint field 'objects' must be a map")
+    try:
+        header, tensors = _joined(index_path, header, tensors, key)
+    except CheckpointError:
+        raise
+    except (TypeError, ValueError) as exc:  # as restore promises: nothing else escapes
+        raise CorruptFileError(index_path, f"cannot merge: {type(exc).__name__}: {exc}") from None
+    write_file(output_path, header, tensors, kind=CHECKPOINT_KIND, key=key)
+    return output_path
+
+
+def _joined(index_path: str, header: dict, tensors: dict, key) -> tuple[dict, dict]:
+    """The header and tensors of the format-1 checkpoint equivalent to an index's."""
+    from minidl.checkpoint.checkpoint import CHECKPOINT_FORMAT
+
     if "shards" in header:
         merged = read_shard_states(index_path, header, key=key)
         decoded = decode_value(index_path, {"metadata": header.get("metadata", {}),
@@ -174,8 +234,7 @@ def merge_checkpoint(index_path, output_path, *, key: bytes | None = None) -> st
         header = {**header, "checkpoint_format": CHECKPOINT_FORMAT,
                   "metadata": tree["metadata"], "objects": tree["objects"]}
         del header["shards"]
-    write_file(output_path, header, tensors, kind=CHECKPOINT_KIND, key=key)
-    return output_path
+    return header, tensors
 
 
 def remove_checkpoint(path: str) -> None:
@@ -202,15 +261,15 @@ def leftover_shards(names: list[str], is_checkpoint) -> list[str]:
     leftovers = []
     for name in names:
         final = final_name_of_temp(name) or name
-        match = _SHARD_SUFFIX.search(final)
-        if match is None or match.end() != len(final):
+        match = _SHARD_NAME.fullmatch(final)
+        if match is None:
             continue
-        index = final[:match.start()] + ".mdl"
+        index = match["stem"] + ".mdl"
         if is_checkpoint(index) and (final != name or index not in names):
             leftovers.append(name)
     return leftovers
 
 
-__all__ = ["merge_checkpoint", "read_shard_states", "write_shards", "is_sharded",
+__all__ = ["merge_checkpoint", "read_shard_states", "verify_shards", "write_shards", "is_sharded",
            "shard_path", "remove_checkpoint", "leftover_shards", "SHARD_KIND",
            "SHARDED_CHECKPOINT_FORMAT", "CheckpointError"]

@@ -13,6 +13,8 @@ import importlib
 import importlib.util
 import sys
 
+from minidl.io.errors import printable  # noqa: F401  (the commands' one way to show names)
+
 COMMANDS: dict[str, str] = {
     "inspect": "minidl.cli.inspect",
     "verify": "minidl.cli.verify",
@@ -66,14 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-
-
-def printable(text) -> str:
-    """``text`` safe to print on a terminal: control characters (escape sequences that
-    could recolour, retitle or rewrite the screen), bidi overrides and other invisible
-    characters a file may put in its names are shown escaped, as Python's repr does."""
-    text = str(text)
-    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def add_key_argument(parser: argparse.ArgumentParser) -> None:

@@ -23,13 +23,13 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from minidl.checkpoint import merge_checkpoint
-    from minidl.cli import read_key
+    from minidl.cli import printable, read_key
     from minidl.io import CheckpointError
 
     try:
         merge_checkpoint(args.checkpoint, args.output, key=read_key(args))
     except (CheckpointError, OSError) as exc:
-        print(f"minidl merge: {exc}", file=sys.stderr)
+        print(f"minidl merge: {printable(exc)}", file=sys.stderr)
         return 1
-    print(f"wrote {args.output}")
+    print(f"wrote {printable(args.output)}")
     return 0

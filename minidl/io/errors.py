@@ -13,6 +13,16 @@ from __future__ import annotations
 import os
 
 
+def printable(text) -> str:
+    """``text`` safe to print on a terminal: control characters (escape sequences that
+    could recolour, retitle or rewrite the screen), bidi overrides and other invisible
+    characters a file may put in its names are shown escaped, as Python's repr does.
+    Messages about files go through it wherever they reach a terminal (the command line,
+    warnings)."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 class CheckpointError(Exception):
     """Base class: something is wrong with a minidl file (or with reading it)."""
 

@@ -111,8 +111,10 @@ def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
     size = check_tree(header, "header", check_leaf=_check_header_leaf)
     decoded_cost = size.containers * CONTAINER_COST + size.items * ITEM_COST
     packed = msgpack.packb(header, use_bin_type=True, default=_pack_default, strict_types=False)
-    if decoded_cost + len(packed) > max(_decoded_limit,
-                                        DECODED_BYTES_PER_HEADER_BYTE * len(packed)):
+    # The data section is at least the tensors' bytes (padding only adds): a reader's budget
+    # is never smaller than this one.
+    data_bytes = sum(entry["length"] for entry in entries)
+    if decoded_cost + len(packed) > decoding_budget(data_bytes):
         raise ValueError("the header holds more small maps, arrays and items than readers "
                          "decode (see minidl.io.set_header_memory_limit); store large data "
                          "as arrays, not metadata")
@@ -124,21 +126,35 @@ def pack_header(kind: str, metadata: dict, entries: list[dict]) -> bytes:
 # What decoding may cost.  msgpack is dense -- an empty map is one byte, a Python dict
 # over a hundred -- so a header's byte cap alone would let 256 MiB of empty maps cost
 # 36 GiB.  Decoding therefore keeps an estimate of the memory it has built (per map or
-# array, per element, plus the bytes of strings) and stops once it passes
-# ``max(limit, DECODED_BYTES_PER_HEADER_BYTE * header size)``; each container's length is
-# capped too, so that no single array is preallocated past the budget.  The constants
-# are close to CPython's real costs (a dict or list object, a slot plus a small object).
+# array, per element, plus the bytes of strings) and stops once it passes the budget of
+# :func:`decoding_budget`; each container's length is capped too, so that no single array
+# is preallocated past it.  The constants are close to CPython's real costs (a dict or list
+# object, a slot plus a small object; a short string costs what the estimate says).
+#
+# The budget is what keeps the promise that reading any file needs at most 2 x its size +
+# 64 MB: a fixed part (DEFAULT_DECODED_LIMIT), which the readers that hold the decoded tree
+# and one working copy of it at once (``minidl inspect``, a checkpoint restore) stay within
+# twice over, plus half the data section, which only files whose tensors are that big
+# anyway may spend. The header's own bytes are held twice on top (read, and re-encoded to
+# check its form): within the 2 x file size.
 CONTAINER_COST = 128
 ITEM_COST = 56
-DECODED_BYTES_PER_HEADER_BYTE = 24
-DEFAULT_DECODED_LIMIT = 64 << 20
+DEFAULT_DECODED_LIMIT = 16 << 20
 _decoded_limit = DEFAULT_DECODED_LIMIT
 
 
+def decoding_budget(data_bytes: int) -> int:
+    """Estimated bytes of Python objects a header may decode to, in a file whose data
+    section is ``data_bytes`` long: the limit plus half the data section."""
+    return _decoded_limit + max(0, data_bytes) // 2
+
+
 def set_header_memory_limit(limit: int) -> int:
-    """Let headers decode to (an estimated) ``limit`` bytes of Python objects, or 24 times
-    their own size if that is more; returns the previous limit.  The default, 64 MiB, is
-    far above what minidl itself writes; raise it for files with huge metadata trees."""
+    """Let headers decode to (an estimated) ``limit`` bytes of Python objects, plus half the
+    size of the file's data section; returns the previous limit.  The default, 16 MiB, is
+    far above what minidl itself writes and keeps every reader within 2 x the file size +
+    64 MB; raise it for trusted files with huge metadata trees (the memory promise then grows
+    by about twice the raise)."""
     global _decoded_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         raise ValueError(f"the header memory limit must be a positive int, got {limit!r}")
@@ -163,8 +179,8 @@ class _DecodeBudget:
     """The msgpack container hooks: count what decoding builds, and refuse keys that are
     not strings and duplicate keys, as soon as each map or array is complete."""
 
-    def __init__(self, header_size: int):
-        self.limit = max(_decoded_limit, DECODED_BYTES_PER_HEADER_BYTE * header_size)
+    def __init__(self, header_size: int, data_bytes: int):
+        self.limit = decoding_budget(data_bytes)
         self.spent = header_size  # strings and binaries cost at most their bytes again
 
     def _spend(self, items: int) -> None:
@@ -213,10 +229,11 @@ def _check_decoded_leaf(value, path: str) -> None:
         raise UnstorableError(path, f"holds a {type(value).__name__}, not plain data")
 
 
-def unpack_header(path, raw: bytes) -> dict:
+def unpack_header(path, raw: bytes, data_bytes: int = 0) -> dict:
     """Decode header bytes into a plain tree, refusing anything not plain data, and
-    stopping early when the decoded tree would cost far more memory than its bytes."""
-    budget = _DecodeBudget(len(raw))
+    stopping early when the decoded tree would cost more memory than the budget of a file
+    whose data section is ``data_bytes`` long (:func:`decoding_budget`)."""
+    budget = _DecodeBudget(len(raw), data_bytes)
     max_items = min(len(raw), budget.limit // ITEM_COST)
     try:
         tree = msgpack.unpackb(

@@ -70,18 +70,28 @@ def open_regular_file(path):
     and checking with ``os.stat`` first leaves a window in which the name can be swapped.
     So the file is opened without blocking (``O_NONBLOCK`` makes opening a FIFO return at
     once), the open descriptor is checked with ``fstat``, and only a regular file is
-    switched back to ordinary blocking reads.
+    switched back to ordinary blocking reads. Every file minidl reads is opened here.
+
+    The descriptor has one owner at every moment: the opener until it hands the checked
+    descriptor over, then ``open`` (which closes it if it fails, a Ctrl-C included) and its
+    file object. Closing it here as well once closed a descriptor twice -- with threads,
+    possibly another thread's file that had been given the same number in between.
     """
-    flags = (os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
-             | getattr(os, "O_NOCTTY", 0))
     try:
-        fd = os.open(path, flags)
+        return open(path, "rb", opener=_open_checked_descriptor)
     except FileNotFoundError:
         raise MissingFileError(path, "no such file" + _suffix_hint(path)) from None
     except IsADirectoryError:
         raise MissingFileError(path, "is a directory, not a minidl file") from None
     except OSError as exc:
         raise CheckpointError(path, f"cannot open: {exc.strerror or exc}") from None
+
+
+def _open_checked_descriptor(path, flags: int) -> int:
+    """``open``'s opener: a blocking read-only descriptor of ``path``, a regular file."""
+    flags = (os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -91,9 +101,9 @@ def open_regular_file(path):
                                             "is never read as a minidl file)")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return fd  # inside the try: until it is handed over, an interrupt still closes it
     except BaseException:
-        os.close(fd)
+        os.close(fd)  # not handed over yet: still ours alone to close
         raise
 
 
@@ -164,7 +174,8 @@ def _read_header(path, file, key) -> FileHeader:
         # A reader who expects an encrypted (hence authenticated) file must not silently
         # accept a plaintext one that anybody could have written.
         raise DecryptionError(path, "a key was given but the file is not encrypted")
-    tree = unpack_header(path, stored)
+    tree = unpack_header(path, stored,
+                         file_size - layout.PRELUDE_SIZE - prelude.header_length)
     header = validate_header(path, tree, prelude, file_size)
     return FileHeader(os.fspath(path), prelude, header, file_size)
 

@@ -21,13 +21,13 @@ __all__ = ["export_onnx", "import_model", "OnnxGraphModule", "UnsupportedOperato
 
 
 def export_onnx(model, path, example_input, opset=None, dynamic_batch=True, input_names=None,
-                output_names=None, external_data_threshold=None):
+                output_names=None, external_data_threshold=None, batch_axis=None):
     """Write ``model`` as ONNX, traced on ``example_input`` (see :func:`.export.export_onnx`)."""
     from .export import export_onnx as export
 
     return export(model, path, example_input, opset=opset, dynamic_batch=dynamic_batch,
                   input_names=input_names, output_names=output_names,
-                  external_data_threshold=external_data_threshold)
+                  external_data_threshold=external_data_threshold, batch_axis=batch_axis)
 
 
 def import_model(path, max_tensor_bytes=None):

@@ -74,6 +74,18 @@ def _as_tensors(value, what: str) -> tuple:
     return tuple(values)
 
 
+def _flattened_outputs(value, where: str = "output") -> tuple:
+    """The model's outputs in order, nested tuples/lists flattened as PyTorch's exporter does:
+    an LSTM's ``(out, (h, c))`` becomes the three outputs out, h, c."""
+    if isinstance(value, Tensor):
+        return (value,)
+    if isinstance(value, (tuple, list)) and value:
+        return tuple(t for i, item in enumerate(value)
+                     for t in _flattened_outputs(item, f"{where}[{i}]"))
+    raise TypeError(f"export_onnx: the model's {where} is a {type(value).__name__}; outputs must "
+                    f"be Tensors or (nested) tuples/lists of them")
+
+
 def _default_names(count: int, stem: str, given) -> list:
     if given is None:
         return [stem] if count == 1 else [f"{stem}_{i}" for i in range(count)]
@@ -83,6 +95,18 @@ def _default_names(count: int, stem: str, given) -> list:
     return given
 
 
+def default_batch_axis(model) -> int:
+    """Where the batch is in the model's input: axis 1 for a sequence-first model (a recurrent
+    or attention layer with ``batch_first=False``, PyTorch's default, taking the input as
+    (sequence, batch, features)), else axis 0. Looks at the model, or the first layer of a
+    Sequential; anything else says where its batch is with ``batch_axis=``."""
+    from ..nn import Sequential
+
+    while isinstance(model, Sequential) and len(model) and not hasattr(model, "batch_first"):
+        model = model[0]
+    return 0 if getattr(model, "batch_first", True) else 1
+
+
 def _value_info(name: str, tensor: Tensor, batch_axis):
     from onnx import helper
 
@@ -90,8 +114,10 @@ def _value_info(name: str, tensor: Tensor, batch_axis):
     return helper.make_tensor_value_info(name, onnx_code(tensor.dtype), dims)
 
 
-def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, output_names):
-    """Trace ``model`` on ``inputs``; returns the onnx GraphProto's parts and the initializers."""
+def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, output_names,
+                batch_axis: int = 0):
+    """Trace ``model`` on ``inputs`` (their batch on ``batch_axis``); returns the onnx
+    GraphProto's parts and the initializers."""
     from onnx import helper
 
     state_names = {}
@@ -104,7 +130,8 @@ def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, out
         builder.fresh_name(str(name))  # reserved: no internal value may take an output's name
     for name, tensor in zip(in_names, inputs):
         builder.fresh_name(name)
-        builder.bind(tensor, name, 0 if dynamic_batch and tensor.ndim > 0 else None)
+        builder.bind(tensor, name,
+                     batch_axis if dynamic_batch and tensor.ndim > batch_axis else None)
 
     modes = [(module, module.training) for module in model.modules()]
     model.eval()
@@ -119,7 +146,7 @@ def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, out
         raise UnsupportedOperatorError(f"export_onnx: no ONNX mapping for: {listed}",
                                        builder.unsupported)
 
-    outputs = _as_tensors(outputs, "the model's output")
+    outputs = _flattened_outputs(outputs)
     out_names = _default_names(len(outputs), "output", output_names)
     out_infos = []
     for final, tensor in zip(out_names, outputs):
@@ -135,12 +162,14 @@ def trace_graph(model, inputs, opset: int, dynamic_batch: bool, input_names, out
     return builder, in_infos, out_infos
 
 
-def _one_more_sample(tensor: Tensor) -> Tensor:
-    """The example with its last sample repeated: the same computation at batch size N + 1."""
-    if tensor.ndim == 0 or tensor.shape[0] == 0:
+def _one_more_sample(tensor: Tensor, axis: int) -> Tensor:
+    """The example with its last sample (along the batch ``axis``) repeated: the same
+    computation at batch size N + 1."""
+    if tensor.ndim <= axis or tensor.shape[axis] == 0:
         return tensor
     array = tensor.numpy()
-    return Tensor(np.concatenate([array, array[-1:]]), dtype=array.dtype)
+    last = np.take(array, [-1], axis=axis)
+    return Tensor(np.concatenate([array, last], axis=axis), dtype=array.dtype)
 
 
 def _first_difference(first: GraphBuilder, second: GraphBuilder):
@@ -166,7 +195,7 @@ def _first_difference(first: GraphBuilder, second: GraphBuilder):
 
 
 def _check_batch_independence(model, inputs, builder, out_infos, opset, input_names,
-                              output_names) -> None:
+                              output_names, batch_axis: int) -> None:
     """Trace again at batch size N + 1: a file that declares a dynamic batch must not change.
 
     Tracing records the example's numbers. Where the model takes a Python int from
@@ -176,8 +205,9 @@ def _check_batch_independence(model, inputs, builder, out_infos, opset, input_na
     constant; the op that reads it is named. An output whose size is merely proportional to the
     batch (``x.reshape(-1)``) is fine: its declared size becomes symbolic.
     """
-    other = tuple(_one_more_sample(t) for t in inputs)
-    second, _, second_outs = trace_graph(model, other, opset, True, input_names, output_names)
+    other = tuple(_one_more_sample(t, batch_axis) for t in inputs)
+    second, _, second_outs = trace_graph(model, other, opset, True, input_names, output_names,
+                                         batch_axis)
     difference = _first_difference(builder, second)
     if difference is not None:
         node, what = difference
@@ -185,8 +215,8 @@ def _check_batch_independence(model, inputs, builder, out_infos, opset, input_na
             f"export_onnx: node {node.name!r} ({node.op_type}) depends on the example's batch "
             f"size through {what}, but the file would declare a dynamic batch. Compute the "
             f"shape from the tensor inside the model (reshape with -1 for the batch, "
-            f"zeros_like instead of zeros(x.shape[0], ...)), or export with "
-            f"dynamic_batch=False")
+            f"zeros_like instead of zeros(x.shape[0], ...)), pass batch_axis= if the batch "
+            f"is not on axis {batch_axis} of the input, or export with dynamic_batch=False")
     for info, again in zip(out_infos, second_outs):
         dims = info.type.tensor_type.shape.dim
         for axis, (dim, other_dim) in enumerate(zip(dims, again.type.tensor_type.shape.dim)):
@@ -196,15 +226,18 @@ def _check_batch_independence(model, inputs, builder, out_infos, opset, input_na
 
 def export_onnx(model, path, example_input, opset: int | None = None,
                 dynamic_batch: bool = True, input_names=None, output_names=None,
-                external_data_threshold: int | None = None) -> str:
+                external_data_threshold: int | None = None, batch_axis: int | None = None) -> str:
     """Write ``model`` as an ONNX file at ``path`` (``.onnx`` is added when the name has no
     suffix), traced on ``example_input``; returns the path written.
 
     ``example_input``: a Tensor, or a tuple/list of Tensors for a model with several inputs;
-    the model may return a Tensor or a tuple of Tensors. With ``dynamic_batch`` the first axis of
+    the model may return a Tensor or a (nested) tuple of Tensors, written as its outputs in
+    order (an LSTM's ``(out, (h, c))`` as three). With ``dynamic_batch`` the batch axis of
     every input and output is the symbolic dimension "batch", so the file runs at any batch size;
     the model is traced a second time at another batch size, and a graph that would bake the
     example's batch size into the file is refused with a ValueError naming the op.
+    ``batch_axis`` is where the inputs hold the batch: by default 1 for a sequence-first model
+    (``batch_first=False``: (sequence, batch, features)), else 0 (see :func:`default_batch_axis`).
     Weights of at least ``external_data_threshold`` bytes go to a side file ``<name>.data``
     beside the model (by default only when the weights would not fit in one 2 GB protobuf).
     Raises :class:`UnsupportedOperatorError` naming every op that has no ONNX mapping.
@@ -221,11 +254,15 @@ def export_onnx(model, path, example_input, opset: int | None = None,
         raise ValueError(f"export_onnx: opset must be between {MIN_OPSET} and "
                          f"{onnx.defs.onnx_opset_version()}, got {opset}")
     inputs = _as_tensors(example_input, "example_input")
+    batch_axis = default_batch_axis(model) if batch_axis is None else batch_axis
+    if isinstance(batch_axis, bool) or not isinstance(batch_axis, int) or batch_axis < 0:
+        raise ValueError(f"export_onnx: batch_axis must be an axis number >= 0, got "
+                         f"{batch_axis!r}")
     builder, in_infos, out_infos = trace_graph(model, inputs, opset, dynamic_batch,
-                                               input_names, output_names)
-    if dynamic_batch and any(t.ndim > 0 and t.shape[0] > 0 for t in inputs):
+                                               input_names, output_names, batch_axis)
+    if dynamic_batch and any(t.ndim > batch_axis and t.shape[batch_axis] > 0 for t in inputs):
         _check_batch_independence(model, inputs, builder, out_infos, opset, input_names,
-                                  output_names)
+                                  output_names, batch_axis)
 
     path = os.fspath(path)
     if not os.path.splitext(path)[1]:

@@ -84,6 +84,19 @@ def _all_tensors(graph):
                 yield from _all_tensors(subgraph)
 
 
+def _numpy_dtype(tensor):
+    """The NumPy dtype of a tensor's raw bytes, or None (strings, types NumPy lacks)."""
+    from onnx import helper
+
+    if tensor.data_type == 8:  # strings have no fixed size
+        return None
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except Exception:
+        return None
+    return dtype if dtype.kind in "biufc" else None
+
+
 def _expected_bytes(tensor):
     from onnx import helper
 
@@ -91,15 +104,21 @@ def _expected_bytes(tensor):
         itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
     except Exception:
         return None
-    if tensor.data_type in (8,):  # strings have no fixed size
+    if tensor.data_type == 8:  # strings have no fixed size
         return None
     return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
 
 
-def load_external_data(model, base_dir: str) -> None:
-    """Check every external reference of ``model`` and copy the bytes into the tensors.
+def load_external_data(model, base_dir: str, max_tensor_bytes: int | None = None) -> dict:
+    """Check every external reference of ``model`` and read the bytes; returns the
+    initializers' arrays by name.
 
-    Everything is checked before anything is read; afterwards the model is self-contained.
+    Everything is checked before anything is read -- the location, the byte range, and the
+    size against ``max_tensor_bytes`` (the bound the importer puts on every tensor), so a
+    small model pointing at a huge (or sparse) side file is refused without reading or
+    allocating. An initializer is read straight into its NumPy array, once (the model keeps
+    pointing at the side file: its checker reads the model file itself); any other tensor
+    (a node attribute's) gets its bytes in the message.
     """
     plans = []
     for tensor in _all_tensors(model.graph):
@@ -117,6 +136,12 @@ def load_external_data(model, base_dir: str) -> None:
         expected = _expected_bytes(tensor)
         if length is None:
             length = expected if expected is not None else size - offset
+        for what, count in (("declares", expected), ("points at", length)):
+            if max_tensor_bytes is not None and count is not None and count > max_tensor_bytes:
+                raise UnsafeExternalDataError(
+                    f"{where} {what} {count} bytes of external data, beyond the bound of "
+                    f"{max_tensor_bytes} bytes (raise it with import_model(..., "
+                    f"max_tensor_bytes=N) if it is meant)")
         if offset < 0 or length < 0 or offset + length > size:
             raise UnsafeExternalDataError(
                 f"{where}: bytes [{offset}, {offset + length}) lie outside "
@@ -125,14 +150,61 @@ def load_external_data(model, base_dir: str) -> None:
             raise UnsafeExternalDataError(
                 f"{where}: {length} external bytes for a tensor of {expected} bytes")
         plans.append((tensor, path, offset, length))
+    initializers = {id(tensor) for tensor in model.graph.initializer}
+    arrays = {}
     for tensor, path, offset, length in plans:
-        with open(path, "rb") as file:
-            if os.fstat(file.fileno()).st_nlink > 1:  # linked since the check above
-                _refuse_hardlinks(path, path)
-            file.seek(offset)
-            tensor.raw_data = file.read(length)
-        tensor.data_location = 0  # DEFAULT: the bytes are in the message now
-        del tensor.external_data[:]
+        dtype = _numpy_dtype(tensor)
+        if id(tensor) in initializers and dtype is not None:
+            array = np.empty(tuple(tensor.dims), dtype.newbyteorder("<"))
+            _read_range(path, offset, length, into=memoryview(array.reshape(-1).view(np.uint8)))
+            arrays[tensor.name] = array.astype(dtype.newbyteorder("="), copy=False)
+        else:
+            tensor.raw_data = _read_range(path, offset, length)
+            tensor.data_location = 0  # DEFAULT: the bytes are in the message now
+            del tensor.external_data[:]
+    return arrays
+
+
+def embed_external_arrays(model, arrays: dict) -> None:
+    """Put arrays read by :func:`load_external_data` into their initializers' messages: the
+    model is then self-contained (what ``onnx.version_converter`` needs)."""
+    for tensor in model.graph.initializer:
+        if tensor.name in arrays:
+            tensor.raw_data = np.ascontiguousarray(arrays[tensor.name]).astype(
+                arrays[tensor.name].dtype.newbyteorder("<"), copy=False).tobytes()
+            tensor.data_location = 0
+            del tensor.external_data[:]
+
+
+def _read_range(path: str, offset: int, length: int, into=None):
+    """``length`` bytes of the regular file ``path`` from ``offset``: in one new bytes object,
+    or into the writable buffer ``into`` (returned).
+
+    Opened as minidl opens every file it reads (a name swapped for a FIFO or a device since
+    the checks is refused, not read), and checked for hard links once more.
+    """
+    from ..io import CheckpointError
+    from ..io.reader import open_regular_file
+
+    try:
+        file = open_regular_file(path)
+    except CheckpointError as error:
+        raise UnsafeExternalDataError(f"external data {error}") from None
+    with file:
+        if os.fstat(file.fileno()).st_nlink > 1:  # linked since the checks
+            _refuse_hardlinks(path, path)
+        file.seek(offset)
+        if into is None:
+            data = file.read(length)  # a read of a known size fills one bytes object
+            got = len(data)
+        else:
+            data, got = into, 0
+            while got < length and (count := file.readinto(into[got:])):
+                got += count
+    if got != length:
+        raise UnsafeExternalDataError(f"external data {path}: shrank to fewer than "
+                                      f"{offset + length} bytes while it was read")
+    return data
 
 
 def side_file_name(model_path: str) -> str:

@@ -11,6 +11,9 @@ every op type against the table, so a model file can never make it run anything 
 ``tensors`` lists each stored value as ``{"name": ONNX name, "attribute": its name in this
 module (and in ``state_dict``), "kind": "parameter" | "buffer", "dtype", "shape"}``. A stored
 value that is also named in ``inputs`` is an input with a default: a call may leave it out.
+``input_types`` (optional) holds what the graph declares for its inputs, ``{name: {"dtype",
+"shape"}}`` with each dimension an int (fixed) or a str/None (dynamic: any size); a call is
+checked against it, as onnxruntime checks, instead of running on whatever it is given.
 
 The module's mode reaches the graph: in training, Dropout drops and BatchNormalization
 normalises with batch statistics and updates its running ones. ``max_tensor_bytes`` (not part
@@ -23,11 +26,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.tensor import Tensor
+from ..nn.init import new_storage
 from ..nn.module import Module
 from ..nn.parameter import Parameter
 from ..nn.registry import register_module
 from .errors import UnsupportedOperatorError
-from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext
+from .registry import DEFAULT_MAX_TENSOR_BYTES, RunContext, check_size
 
 # The operator table (minidl.onnx.interpreter and the modules it registers) is several thousand
 # lines: it is imported when the first graph module is built, not at ``import minidl``, which
@@ -51,7 +55,7 @@ def _is_name_list(value, allow_empty: bool = False) -> bool:
 class OnnxGraphModule(Module):
     """A Module whose forward interprets an ONNX graph (see the module docstring)."""
 
-    def __init__(self, inputs, outputs, nodes, tensors):
+    def __init__(self, inputs, outputs, nodes, tensors, input_types=None):
         from .interpreter import ONNX_OPS
 
         super().__init__()
@@ -70,7 +74,9 @@ class OnnxGraphModule(Module):
                      and isinstance(entry["shape"], list)
                      and all(isinstance(n, int) and n >= 0 for n in entry["shape"]),
                      f"bad tensor entry {entry!r}")
-            array = np.zeros(entry["shape"], entry["dtype"])
+            # Zeros, or a placeholder without memory under init.skip_init (the importer then
+            # assigns every array).
+            array = new_storage(entry["shape"], np.dtype(entry["dtype"]), fill=0)
             if entry["kind"] == "parameter":
                 _require(array.dtype.kind == "f", f"parameter {entry['name']!r} is not float")
                 self.register_parameter(entry["attribute"], Parameter(array))
@@ -97,8 +103,10 @@ class OnnxGraphModule(Module):
                 unknown)
         missing = [n for n in outputs if n not in defined]
         _require(not missing, f"outputs {missing} are never computed")
+        _require(len(set(outputs)) == len(outputs), f"outputs {outputs} name a value twice")
         self.input_names, self.output_names = list(inputs), list(outputs)
         self.nodes, self.tensor_entries = nodes, tensors
+        self.input_types = _checked_input_types(input_types, inputs)
 
     def forward(self, *args, **named):
         """Run the graph on ``args`` (in ``input_names`` order) and/or inputs given by name.
@@ -126,7 +134,10 @@ class OnnxGraphModule(Module):
         values = dict(stored)
         for name, value in given.items():
             values[name] = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+            if name in self.input_types:
+                _check_input(name, values[name], self.input_types[name])
         from .interpreter import run_node
+        from .output_bounds import check_output_sizes, predicted_shape
 
         for node in self.nodes:
             inputs = [values[n] if n else None for n in node["inputs"]]
@@ -139,10 +150,16 @@ class OnnxGraphModule(Module):
                                  node=f"{node['op_type']} -> {node['outputs'][0]}",
                                  outputs=wanted)
             try:
+                # Ops whose output outgrows their inputs are checked before they run, every
+                # other output once computed: no value beyond the bound reaches a later node.
+                shape = predicted_shape(node["op_type"], inputs, node["attributes"])
+                if shape is not None and inputs:
+                    check_size(shape, inputs[0].dtype, context, node["op_type"])
                 result = run_node(node["op_type"], inputs, node["attributes"], context)
+                results = result if isinstance(result, tuple) else (result,)
+                check_output_sizes(results, context)
             except (ValueError, TypeError, IndexError, KeyError) as error:
                 raise type(error)(f"ONNX node {context.node}: {error}") from None
-            results = result if isinstance(result, tuple) else (result,)
             if len(results) < wanted:
                 raise ValueError(f"ONNX node {context.node}: computes {len(results)} outputs, "
                                  f"the graph reads {wanted}")
@@ -153,8 +170,11 @@ class OnnxGraphModule(Module):
         return results[0] if len(results) == 1 else results
 
     def get_config(self) -> dict:
-        return {"inputs": list(self.input_names), "outputs": list(self.output_names),
-                "nodes": self.nodes, "tensors": self.tensor_entries}
+        config = {"inputs": list(self.input_names), "outputs": list(self.output_names),
+                  "nodes": self.nodes, "tensors": self.tensor_entries}
+        if self.input_types:
+            config["input_types"] = self.input_types
+        return config
 
     def extra_repr(self) -> str:
         ops = {}
@@ -162,3 +182,34 @@ class OnnxGraphModule(Module):
             ops[node["op_type"]] = ops.get(node["op_type"], 0) + 1
         summary = ", ".join(f"{op}×{count}" for op, count in ops.items())
         return f"inputs={self.input_names}, outputs={self.output_names}, nodes: {summary}"
+
+
+def _checked_input_types(input_types, inputs) -> dict:
+    """``input_types`` once every entry names an input and declares a known dtype and a list
+    of dimensions (int >= 0, or str/None for a dynamic one); ``{}`` for None."""
+    if input_types is None:
+        return {}
+    _require(isinstance(input_types, dict), "input_types must be a map")
+    for name, declared in input_types.items():
+        _require(name in inputs and isinstance(declared, dict)
+                 and set(declared) == {"dtype", "shape"} and declared["dtype"] in _DTYPES
+                 and isinstance(declared["shape"], list)
+                 and all(d is None or isinstance(d, str) or (isinstance(d, int)
+                                                             and not isinstance(d, bool)
+                                                             and d >= 0)
+                         for d in declared["shape"]),
+                 f"bad input type {name!r}: {declared!r}")
+    return dict(input_types)
+
+
+def _check_input(name: str, tensor: Tensor, declared: dict) -> None:
+    """A given input against its declaration: the same dtype, the same rank, and every fixed
+    dimension its size (dynamic ones take any)."""
+    if np.dtype(tensor.dtype).name != declared["dtype"]:
+        raise TypeError(f"OnnxGraphModule: input {name!r} is declared {declared['dtype']}"
+                        f"{declared['shape']}, got {np.dtype(tensor.dtype).name} data")
+    shape = tuple(tensor.shape)
+    dims = declared["shape"]
+    if len(shape) != len(dims) or any(isinstance(d, int) and d != n for d, n in zip(dims, shape)):
+        raise ValueError(f"OnnxGraphModule: input {name!r} is declared with shape {dims}, "
+                         f"got shape {shape}")

@@ -13,12 +13,16 @@ before anything is built, and all the unsupported ones are reported together.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
 import numpy as np
 
+from ..nn.init import skip_init
+
 from .errors import UnsupportedOperatorError
+from .external_data import embed_external_arrays
 from .graph_module import OnnxGraphModule
 from .interpreter import ONNX_OPS
 from .registry import DEFAULT_MAX_TENSOR_BYTES
@@ -110,11 +114,51 @@ def _unsupported(graph) -> list:
     return sorted(problems)
 
 
+def _check_opset_is_known(model) -> None:
+    """Refuse an opset newer than the installed onnx package knows: its operators' schemas
+    (and so the checker's verdict) would be guesses."""
+    from onnx import defs
+
+    newest = defs.onnx_opset_version()
+    opset = _opset(model)
+    if opset > newest:
+        raise UnsupportedOperatorError(
+            f"import: opset {opset} is newer than this onnx package knows ({newest}); "
+            f"upgrade onnx, or export the model at opset {newest} or below", [f"opset {opset}"])
+
+
+def _input_types(graph, stored) -> dict:
+    """What the graph declares for each tensor input: ``{name: {"dtype", "shape"}}``, each
+    dimension an int (fixed) or its symbolic name / None (dynamic)."""
+    from onnx import helper
+
+    declared = {}
+    for value in graph.input:
+        if not value.type.HasField("tensor_type"):
+            continue
+        tensor_type = value.type.tensor_type
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)).name
+        except (KeyError, TypeError, ValueError):
+            continue  # a type minidl has no dtype for is left to the operators to refuse
+        shape = None
+        if tensor_type.HasField("shape"):
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in tensor_type.shape.dim]
+        if shape is not None:
+            declared[value.name] = {"dtype": dtype, "shape": shape}
+    return declared
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
 def _converted_to_supported_opset(model):
     """The model itself from opset 13 on; older ones rewritten by onnx.version_converter."""
     from onnx import version_converter
 
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = _opset(model)
     if opset >= MIN_IMPORT_OPSET:
         return model
     try:
@@ -126,17 +170,41 @@ def _converted_to_supported_opset(model):
             [f"opset {opset}"]) from None
 
 
-def _validate(model) -> None:
+def _checker_stand_in(model, external: dict):
+    """``model`` for the ONNX checker: initializers whose bytes were read from a side file
+    (``external``) become graph inputs of the same type and shape. The checker serializes the
+    model and parses it again, so the weights would be held twice more for a check that
+    looks at their types and shapes only."""
+    from onnx import helper
+
+    if not external:
+        return model
+    stand_in = type(model)()
+    stand_in.CopyFrom(model)  # small: the side file's tensors are only names and shapes here
+    graph = stand_in.graph
+    declared = {value.name for value in graph.input}
+    kept = [tensor for tensor in graph.initializer if tensor.name not in external]
+    for tensor in graph.initializer:
+        if tensor.name in external and tensor.name not in declared:
+            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type,
+                                                             list(tensor.dims)))
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return stand_in
+
+
+def _validate(model, external: dict | None = None) -> None:
     """The full ONNX checker and strict shape inference; then what minidl itself relies on.
 
     Afterwards every node has the inputs and attributes its schema requires, every value is
     defined once, before it is read: a malformed graph fails here, naming the node, never with
-    a bare KeyError at the first forward.
+    a bare KeyError at the first forward. ``external``: arrays already read from a side file
+    (see :func:`_checker_stand_in`).
     """
     import onnx
 
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(_checker_stand_in(model, external or {}), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         message = str(error).strip()
         first_line = message.splitlines()[0] if message else type(error).__name__
@@ -147,6 +215,10 @@ def _validate(model) -> None:
                              f"{first_line}") from None
         raise ValueError(f"import: invalid ONNX model: {message}") from None
     graph = model.graph
+    outputs = [value.name for value in graph.output]
+    twice = sorted({name for name in outputs if outputs.count(name) > 1})
+    if twice:
+        raise ValueError(f"import: graph output {twice[0]!r} is listed twice")
     defined = {t.name for t in graph.initializer} | {v.name for v in graph.input}
     for index, node in enumerate(graph.node):
         for name in node.input:
@@ -177,11 +249,23 @@ def _check_constant_shapes(nodes, stored, max_tensor_bytes: int) -> None:
                         f"(raise it with import_model(..., max_tensor_bytes=N) if it is meant)")
 
 
-def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
-    """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded)."""
+def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES, *,
+                      consume: bool = False, external: dict | None = None) -> OnnxGraphModule:
+    """An OnnxGraphModule computing the graph of an in-memory ModelProto (external data loaded).
+
+    ``consume=True`` lets it take the initializers' bytes (the model is the importer's own
+    and no longer needed): each is emptied as its array is made, and the arrays become the
+    module's storage, so a large model is held about once, not three or four times.
+    ``external``: arrays of initializers whose bytes live in a side file, already read.
+    """
     from onnx import numpy_helper
 
-    _validate(model)  # at its own opset: the converter assumes a valid graph
+    external = dict(external or {})
+    _check_opset_is_known(model)
+    _validate(model, external)  # at its own opset: the converter assumes a valid graph
+    if _opset(model) < MIN_IMPORT_OPSET and external:
+        embed_external_arrays(model, external)  # the converter needs every byte in the model
+        external = {}
     converted = _converted_to_supported_opset(model)
     if converted is not model:
         _validate(converted)
@@ -192,7 +276,17 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
         raise UnsupportedOperatorError(
             f"import: unsupported ONNX operators: {', '.join(problems)}", problems)
 
-    stored = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    stored = {}
+    for tensor in graph.initializer:
+        array = external.pop(tensor.name, None)
+        if array is None:
+            array = numpy_helper.to_array(tensor)
+            if consume:
+                # A view of the message's bytes: made its own (writable) array, and the
+                # message's copy dropped at once, before the next tensor.
+                array = np.array(array)
+                tensor.ClearField("raw_data")
+        stored[tensor.name] = array
     constants = set()
     nodes = []
     for node in graph.node:
@@ -215,6 +309,8 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
     tensors, state = [], {}
     for name, array in stored.items():
         array = np.asarray(array)
+        if consume and not (array.flags.writeable and array.flags.c_contiguous):
+            array = np.array(array)  # assigned as the module's storage: its own, writable
         # Scalars are constants of a formula (GELU's ½, an epsilon), not weights to learn.
         weight = name in trainable and array.dtype.kind == "f" and array.ndim > 0
         kind = "parameter" if weight else "buffer"
@@ -227,10 +323,29 @@ def module_from_proto(model, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -
     inputs = [value.name for value in graph.input if value.name not in stored] + \
         [value.name for value in graph.input if value.name in stored]
     outputs = [value.name for value in graph.output]
-    module = OnnxGraphModule(inputs, outputs, nodes, tensors)
-    module.load_state_dict(state, strict=True)
+    types = _input_types(graph, stored)
+    with skip_init() if consume else contextlib.nullcontext():  # every array is assigned next
+        module = OnnxGraphModule(inputs, outputs, nodes, tensors,
+                                 {name: types[name] for name in inputs if name in types})
+    # Taken over, not copied, when the arrays are the importer's own.
+    module.load_state_dict(state, strict=True, assign=consume)
     module.max_tensor_bytes = int(max_tensor_bytes)
     return module.eval()
+
+
+def _read_model_bytes(path: str) -> bytes:
+    """The file's bytes, opened as minidl opens every file it reads: a FIFO or a device named
+    like a model is refused (it would block the import or feed it endless bytes)."""
+    from ..io import CheckpointError, MissingFileError
+    from ..io.reader import open_regular_file
+
+    try:
+        with open_regular_file(path) as file:
+            return file.read()
+    except MissingFileError as error:
+        raise FileNotFoundError(str(error)) from None
+    except CheckpointError as error:
+        raise ValueError(f"{error.path}: not an ONNX model: {error.problem}") from None
 
 
 def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> OnnxGraphModule:
@@ -250,16 +365,16 @@ def import_model(path, max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES) -> Onnx
     from .external_data import load_external_data
 
     path = os.fspath(path)
-    with open(path, "rb") as file:
-        data = file.read()
+    data = _read_model_bytes(path)
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
     except DecodeError as error:
         raise ValueError(f"{path}: not an ONNX model ({error})") from None
-    load_external_data(model, os.path.dirname(os.path.abspath(path)))
+    external = load_external_data(model, os.path.dirname(os.path.abspath(path)),
+                                  max_tensor_bytes)
     try:
-        return module_from_proto(model, max_tensor_bytes)
+        return module_from_proto(model, max_tensor_bytes, consume=True, external=external)
     except UnsupportedOperatorError as error:
         raise UnsupportedOperatorError(f"{path}: {error}", error.operators) from None
     except ValueError as error:

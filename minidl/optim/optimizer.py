@@ -254,12 +254,10 @@ class Optimizer:
         saved_groups, saved_state = _split_state_dict(state_dict)
         new_groups, param_of = self._restored_groups(saved_groups)
         new_state = self._restored_state(saved_state, param_of, new_groups)
-        # Only now, with everything checked, mutate the optimizer.
-        for group, hyper in zip(self.param_groups, new_groups):
-            params = group["params"]
-            group.clear()
-            group.update(hyper)
-            group["params"] = params
+        # Only now, with everything checked, change the optimizer: two single assignments,
+        # so a Ctrl-C at any bytecode leaves it whole (old groups, or new groups beside the
+        # old state), never a group without its params, and a rollback always works.
+        swap_group_hyperparameters(self.param_groups, new_groups)
         self.state = new_state
 
     # The steps of load_state_dict; none of them changes the optimizer.
@@ -330,6 +328,19 @@ class Optimizer:
             lines += [f"    {key}: {value!r}" for key, value in sorted(group.items())
                       if key != "params"]
         return "\n".join(lines + [")"])
+
+
+def swap_group_hyperparameters(param_groups: list[dict], hyperparameters: list[dict]) -> None:
+    """Give group ``g`` of ``param_groups`` the hyperparameters ``hyperparameters[g]``, its
+    params kept.
+
+    The new groups are built aside and put in place by one slice assignment, which no
+    KeyboardInterrupt can split (clearing a group and refilling it in place could be cut
+    between the two, leaving a group without ``"params"``). The list itself stays the same
+    object: whoever holds ``optimizer.param_groups`` sees the new groups.
+    """
+    param_groups[:] = [{**hyper, "params": group["params"]}
+                       for group, hyper in zip(param_groups, hyperparameters)]
 
 
 def _split_state_dict(state_dict) -> tuple[list, dict]:

@@ -29,7 +29,7 @@ import numpy as np
 
 from minidl import distributed as dist
 from minidl.distributed.agreement import check_same_on_all_ranks
-from minidl.optim.optimizer import Optimizer
+from minidl.optim.optimizer import Optimizer, swap_group_hyperparameters
 
 
 def partition(sizes: list[int], world_size: int) -> list[int]:
@@ -243,11 +243,8 @@ class ZeroRedundancyOptimizer(Optimizer):
                 packed["params"] = list(range(start, start + count))
                 local_groups.append(packed)
             self.optim.load_state_dict({"state": local_state, "param_groups": local_groups})
-        for group, loaded in zip(self.param_groups, check.param_groups):
-            params = group["params"]
-            group.clear()
-            group.update(self._hyperparameters(loaded))
-            group["params"] = params
+        swap_group_hyperparameters(self.param_groups,
+                                   [self._hyperparameters(g) for g in check.param_groups])
         self._consolidated = None
 
     def __repr__(self) -> str:

@@ -101,7 +101,7 @@ def test_a_checkpoint_deleted_while_restoring_makes_the_manager_look_again(tmp_p
     counter.count = 10
     trainer.save(1)
     evaluator_counter, evaluator = counter_manager(tmp_path)
-    original = evaluator.checkpoint.restore
+    original = evaluator.checkpoint._restore  # what restore_latest calls for each file
     calls = []
 
     def restore_racing_the_trainer(path, **options):
@@ -111,7 +111,7 @@ def test_a_checkpoint_deleted_while_restoring_makes_the_manager_look_again(tmp_p
             trainer.save(2)
         return original(path, **options)
 
-    evaluator.checkpoint.restore = restore_racing_the_trainer
+    evaluator.checkpoint._restore = restore_racing_the_trainer
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a vanished file is not damage: no warning either
         assert evaluator.restore_latest() == 2
@@ -202,3 +202,29 @@ def test_a_reader_manager_never_deletes_a_save_in_progress(tmp_path):
     assert started and trainer.checkpoints == [str(tmp_path / "ckpt-step00000001.mdl")]
     fresh_counter, fresh = counter_manager(tmp_path)
     assert fresh.restore_latest() == 1 and fresh_counter.count == 5
+
+
+@pytest.mark.parametrize("header_step", [2, 2**63, 2**64 - 1])
+def test_a_file_whose_header_step_differs_from_its_name_is_skipped(tmp_path, header_step):
+    """A file named ...step00000003 that says step 2**63 inside used to restore as 2**63."""
+    newest = three_checkpoints(tmp_path)
+
+    def claim_step(tree):
+        tree["metadata"]["step"] = header_step
+    rewrite_header(newest, claim_step)
+    restores_older_with_warning(tmp_path, "step")
+
+
+def test_steps_are_bounded_on_save_and_file_names_with_absurd_steps_are_no_checkpoints(tmp_path):
+    counter, manager = counter_manager(tmp_path)
+    with pytest.raises(ValueError, match="step"):
+        manager.save(2**63)
+    with pytest.raises(ValueError, match="step"):
+        Checkpoint(counter=counter).save(tmp_path / "x.mdl", step=2**63)
+    three_checkpoints(tmp_path)
+    # Names whose step no counter can hold are not checkpoints of the run at all.
+    for digits in ("9" * 240, "9" * 20, str(2**63)):
+        (tmp_path / f"ckpt-step{digits}.mdl").write_bytes(
+            (tmp_path / "ckpt-step00000003.mdl").read_bytes())
+    fresh_counter, fresh = counter_manager(tmp_path)
+    assert fresh.restore_latest() == 3 and fresh_counter.count == 30

@@ -88,6 +88,23 @@ def test_a_corrupted_shard_is_refused_by_merge(runs, tmp_path, capsys):
     assert not (tmp_path / "out.mdl").exists()
 
 
+def test_verify_checks_every_shard_of_an_index_and_names_each_bad_one(runs, tmp_path, capsys):
+    shutil.copytree(runs / "zero", tmp_path / "zero")
+    index = str(tmp_path / "zero" / "run-epoch0000-step00000006.mdl")
+    assert main(["verify", index]) == 0
+    assert capsys.readouterr().out.count(": OK") == 1 + 3  # the index and its three shards
+    shard = tmp_path / "zero" / "run-epoch0000-step00000006.shard-{:05d}-of-00003.mdl"
+    os.remove(str(shard).format(1))
+    data = bytearray(open(str(shard).format(2), "rb").read())
+    data[-1] ^= 1
+    open(str(shard).format(2), "wb").write(bytes(data))
+    assert main(["verify", index]) == 1
+    err = capsys.readouterr().err
+    assert "shard-00001-of-00003.mdl is missing" in err
+    assert "shard run-epoch0000-step00000006.shard-00002-of-00003.mdl: " in err
+    assert "shard-00000-of-00003.mdl:" not in err
+
+
 @pytest.mark.parametrize("ranks", [2, 1])
 def test_restoring_at_another_world_size_reshards(runs, tmp_path, ranks):
     shutil.copytree(runs / "zero", tmp_path / "zero")

@@ -4,7 +4,10 @@ a crash or a hang can be seen from outside.
 Each case damages a sound file -- flipped bits, overwritten, inserted or cut bytes, often in
 the header, and for half of the header cases the header and prelude checksums are
 recomputed afterwards (as a forger would) so that the damage reaches the decoder and the
-validators behind them -- and hands it to one reader.  The only acceptable outcomes are a
+validators behind them -- and hands it to one reader. A sharded checkpoint is two files, its
+index and its shard: either is damaged, and a damaged shard is, half the time, re-recorded in
+the index (its size and SHA-256, as a forger would) so that the damage reaches the shard's
+own reader; its readers are restore, ``merge`` and ``minidl verify``.  The only acceptable outcomes are a
 result or a ``CheckpointError``.  Prints one JSON line: cases run, outcomes, the slowest
 case, peak memory growth, and the first unexpected exceptions.
 
@@ -14,6 +17,9 @@ case, peak memory growth, and the first unexpected exceptions.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import io
 import json
 import os
 import random
@@ -29,8 +35,10 @@ import numpy as np
 
 import minidl as md
 from minidl import nn, optim
-from minidl.checkpoint import Checkpoint
+from minidl.checkpoint import Checkpoint, merge_checkpoint, sharded
+from minidl.cli import main as command_line
 from minidl.io.checksum import checksum
+from minidl.testing.forging import rewrite_header
 
 KEY = bytes(range(32))
 
@@ -58,6 +66,63 @@ def build_corpus(directory: str) -> list[tuple[str, bytes]]:
         with open(path, "rb") as file:
             corpus.append((kind, file.read()))
     return corpus
+
+
+INDEX, SHARD = "case.mdl", "case.shard-00000-of-00001.mdl"
+
+
+def sharded_model():
+    md.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = optim.ZeroRedundancyOptimizer(model.parameters(), optim.Adam, lr=0.01)
+    model(md.tensor(np.ones((2, 4), np.float32))).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def build_sharded(directory: str) -> tuple[bytes, bytes]:
+    """A sound one-rank sharded checkpoint: (index bytes, shard bytes)."""
+    model, opt = sharded_model()
+    os.makedirs(os.path.join(directory, "sharded"), exist_ok=True)
+    index = os.path.join(directory, "sharded", INDEX)
+    shards = sharded.write_shards(index, 7, {"optimizer": opt})
+    Checkpoint.write(index, Checkpoint(model=model, optimizer=opt).stage(7, shards=shards))
+    with open(index, "rb") as file, open(os.path.join(directory, "sharded", SHARD), "rb") as f:
+        return file.read(), f.read()
+
+
+def write_sharded(directory: str, index: bytes, shard: bytes, record_shard: bool) -> str:
+    """Write the pair as ``case.mdl`` and its shard; ``record_shard`` makes the index vouch
+    for the shard's (damaged) bytes. Returns the index path."""
+    path = os.path.join(directory, INDEX)
+    with open(path, "wb") as file:
+        file.write(index)
+    with open(os.path.join(directory, SHARD), "wb") as file:
+        file.write(shard)
+    if record_shard:
+        def vouch(tree):
+            entry = tree["metadata"]["shards"]["files"][0]
+            entry["bytes"], entry["sha256"] = len(shard), hashlib.sha256(shard).hexdigest()
+        rewrite_header(path, vouch)
+    return path
+
+
+def sharded_readers():
+    def restore(p):
+        md.manual_seed(1)
+        model, opt = nn.Linear(4, 3), None
+        opt = optim.ZeroRedundancyOptimizer(model.parameters(), optim.Adam, lr=0.5)
+        Checkpoint(model=model, optimizer=opt).restore(p)
+
+    def verify(p):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            status = command_line(["verify", p])
+        if status != 0:
+            raise md.CheckpointError(p, "minidl verify: FAILED")
+
+    return [("restore sharded", restore),
+            ("merge", lambda p: merge_checkpoint(p, os.path.join(os.path.dirname(p), "out.mdl"))),
+            ("verify sharded", verify)]
 
 
 def reseal(data: bytearray) -> None:
@@ -133,22 +198,34 @@ def run(cases: int, seed: int) -> dict:
     slowest = 0.0
     with tempfile.TemporaryDirectory(prefix="minidl-fuzz-") as directory:
         corpus = build_corpus(directory)
-        path = os.path.join(directory, "case.mdl")
+        index, shard = build_sharded(directory)
+        path = os.path.join(directory, INDEX)
         for kind, data in corpus:  # warm up every reader on sound files first
             for _, reader in readers_for(kind, data[12] & 1 == 1):
                 with open(path, "wb") as file:
                     file.write(data)
                 reader(path)
+        for _, reader in sharded_readers():
+            reader(write_sharded(directory, index, shard, record_shard=False))
         baseline = peak_rss_bytes()
         largest = 0
         for case in range(cases):
-            kind, original = corpus[rng.randrange(len(corpus))]
-            readers = readers_for(kind, original[12] & 1 == 1)
-            name, reader = readers[rng.randrange(len(readers))]
-            damaged = mutate(rng, original)
+            choice = rng.randrange(len(corpus) + 2)  # the last two: a sharded checkpoint
+            if choice < len(corpus):
+                kind, original = corpus[choice]
+                readers = readers_for(kind, original[12] & 1 == 1)
+                name, reader = readers[rng.randrange(len(readers))]
+                damaged = mutate(rng, original)
+                with open(path, "wb") as file:
+                    file.write(damaged)
+            else:
+                kind = "sharded index" if choice == len(corpus) else "shard"
+                name, reader = rng.choice(sharded_readers())
+                damaged = mutate(rng, index if kind == "sharded index" else shard)
+                write_sharded(directory, damaged if kind == "sharded index" else index,
+                              damaged if kind == "shard" else shard,
+                              record_shard=kind == "shard" and rng.random() < 0.5)
             largest = max(largest, len(damaged))
-            with open(path, "wb") as file:
-                file.write(damaged)
             start = time.perf_counter()
             try:
                 with warnings.catch_warnings():

@@ -1,6 +1,8 @@
 """Mutation fuzz of every reader: damaged and forged files give a result or a CheckpointError,
-never another exception, a hang or a memory spike.  A sample runs with the suite; the full
-run (100,000 cases) is in the slow tier: ``pytest -m slow tests/io/test_io_mutation_fuzz.py``."""
+never another exception, a hang or a memory spike.  Sharded checkpoints are among the files
+(a damaged index or shard, through restore, ``merge`` and ``minidl verify``).  A sample runs
+with the suite; the full run (100,000 cases) is in the slow tier:
+``pytest -m slow tests/io/test_io_mutation_fuzz.py``."""
 
 import json
 import os

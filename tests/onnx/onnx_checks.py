@@ -55,10 +55,14 @@ def run_onnxruntime(path, inputs):
 
 
 def minidl_outputs(model, inputs):
+    """The model's outputs as arrays, nested tuples flattened (as the exporter writes them)."""
     model.eval()
     with md.no_grad():
         out = model(*[md.tensor(x) for x in inputs])
-    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+    def flat(value):
+        return [a for v in value for a in flat(v)] if isinstance(value, tuple) else [value.numpy()]
+    return flat(out)
 
 
 def export_and_compare(model, example, batches, tmp_path, name="model.onnx", **options):

@@ -98,10 +98,10 @@ def test_a_small_unet_like_model(tmp_path):
 
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_transformer_layers_as_matmul_softmax_graphs(batch_first, tmp_path):
-    # The exported batch axis is axis 0: samples with batch_first, positions otherwise.
+    # The exported batch axis is the samples' axis: 0 with batch_first, 1 otherwise.
     md.manual_seed(3)
     encoder = nn.TransformerEncoderLayer(8, 2, 16, batch_first=batch_first, norm_first=True)
-    data = lambda n: rng.standard_normal((n, 5, 8) if batch_first else (n, 3, 8)) \
+    data = lambda n: rng.standard_normal((n, 5, 8) if batch_first else (3, n, 8)) \
         .astype(np.float32)  # noqa: E731
     path = export_and_compare(encoder, [data(2)], [[data(4)], [data(1)]], tmp_path)
     ops = {node.op_type for node in onnx.load(str(path)).graph.node}

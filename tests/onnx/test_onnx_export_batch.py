@@ -13,7 +13,7 @@ import minidl as md
 from minidl import nn
 from minidl.onnx import export_onnx
 
-from onnx_checks import export_and_compare, run_onnxruntime
+from onnx_checks import export_and_compare, minidl_outputs, run_onnxruntime
 
 
 class Lambda(nn.Module):
@@ -57,3 +57,56 @@ def test_an_output_merged_with_the_batch_gets_a_symbolic_size(tmp_path):
     import onnx
     (dim,) = onnx.load(str(path)).graph.output[0].type.tensor_type.shape.dim
     assert dim.dim_param and not dim.HasField("dim_value")
+
+
+def seq_first(seq=5, batch=2, features=16):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((seq, batch, features)).astype(np.float32)
+
+
+def seq_first_models():
+    md.manual_seed(0)
+    return {"transformer": nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0),
+            "lstm": nn.LSTM(16, 8, num_layers=2),
+            "gru": Lambda(nn.GRU(16, 8, bidirectional=True)),
+            "attention": Lambda(lambda x, a=nn.MultiheadAttention(16, 4): a(x, x, x)[0])}
+
+
+@pytest.mark.parametrize("name", sorted(seq_first_models()))
+def test_seq_first_models_export_with_the_batch_on_axis_1(tmp_path, name):
+    """batch_first=False (PyTorch's default) used to bake the batch into the file: onnxruntime
+    refused another batch size, and minidl's own re-import failed to broadcast."""
+    import onnx
+
+    model = seq_first_models()[name]
+    # A layer says it is sequence-first; a function of the input says so with batch_axis=.
+    options = {"batch_axis": 1} if isinstance(model, Lambda) else {}
+    path = export_and_compare(model, [seq_first(batch=2)],
+                              [[seq_first(batch=2)], [seq_first(batch=3)]], tmp_path, **options)
+    declared = onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in declared] == [5, "batch", 16]
+    # minidl's own import of the file runs at the other batch size too.
+    imported = md.load_model(path)
+    for got, expected in zip(minidl_outputs(imported, [seq_first(batch=3)]),
+                             minidl_outputs(model, [seq_first(batch=3)])):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_bare_lstm_exports_its_nested_outputs_flattened(tmp_path):
+    """nn.LSTM returns (out, (h, c)): exported as three outputs, as PyTorch's exporter does."""
+    import onnx
+
+    md.manual_seed(0)
+    model = nn.LSTM(16, 8, batch_first=True)
+    x = np.ones((2, 5, 16), np.float32)
+    path = export_onnx(model, tmp_path / "m.onnx", md.tensor(x))
+    assert [o.name for o in onnx.load(path).graph.output] == ["output_0", "output_1", "output_2"]
+    out, (h, c) = model(md.tensor(x))
+    for got, expected in zip(run_onnxruntime(path, [x]), (out, h, c)):
+        np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_output_that_is_not_tensors_is_refused_naming_where(tmp_path):
+    model = Lambda(lambda x: (x, {"h": x}))
+    with pytest.raises(TypeError, match=r"output\[1\].*dict"):
+        export_onnx(model, tmp_path / "m.onnx", example())

@@ -65,9 +65,9 @@ def test_export_refuses_a_side_file_symlinked_out_of_the_directory(tmp_path):
     assert target.read_bytes() == b"precious" and not (inside / "m.onnx").exists()
 
 
-def hostile_model(directory, location, offset=0, length=None):
-    """A one-initializer model whose weight claims to live at ``location``."""
-    tensor = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2])
+def hostile_model(directory, location, offset=0, length=None, size=2):
+    """A one-initializer model whose weight (``size`` floats) claims to live at ``location``."""
+    tensor = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[size])
     tensor.data_location = TensorProto.EXTERNAL
     entries = [("location", location), ("offset", str(offset))]
     entries += [] if length is None else [("length", str(length))]
@@ -75,8 +75,8 @@ def hostile_model(directory, location, offset=0, length=None):
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
     graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])],
                               initializer=[tensor])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = directory / "evil.onnx"
@@ -150,3 +150,82 @@ def test_automatic_threshold_moves_weights_out_only_past_the_protobuf_limit():
     huge = dict(small, big=np.broadcast_to(np.float32(0), (3 * 2**28,)))
     assert plan_external(huge, None) == {"w", "big"}
     assert plan_external(small, 0) == {"w", "b"}
+
+
+def sparse_file(path, size: int):
+    with open(path, "wb") as file:
+        file.truncate(size)  # no blocks written: only a read would cost memory
+    return path
+
+
+@pytest.mark.parametrize("length", [None, 64 << 20])
+def test_external_data_beyond_the_tensor_bound_is_refused_before_it_is_read(layout, length):
+    """A tiny model with a 64 MiB sparse side file used to import with max_tensor_bytes=1 MiB."""
+    models, _ = layout
+    sparse_file(models / "big.bin", 64 << 20)
+    path = hostile_model(models, "big.bin", length=length, size=16 << 20)
+    assert path.stat().st_size < 200
+    with pytest.raises(UnsafeExternalDataError, match=r"'w'.*67108864 bytes.*bound of 1048576"):
+        import_model(path, max_tensor_bytes=1 << 20)
+    assert import_model(path, max_tensor_bytes=64 << 20).w.shape == (16 << 20,)
+
+
+def test_a_huge_sparse_side_file_is_refused_without_allocating(layout):
+    """20 GB declared: refused by the default bound, not by the address space running out."""
+    import resource
+
+    models, _ = layout
+    sparse_file(models / "huge.bin", 20 * 10**9)
+    path = hostile_model(models, "huge.bin", size=5 * 10**9)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(UnsafeExternalDataError, match="beyond the bound"):
+        import_model(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_side_file_swapped_for_a_fifo_after_the_checks_is_refused(layout, monkeypatch):
+    from minidl.onnx import external_data
+
+    models, _ = layout
+    (models / "w.bin").write_bytes(np.ones(2, np.float32).tobytes())
+    path = hostile_model(models, "w.bin")
+    real_size = os.path.getsize
+
+    def swapped_after_the_checks(name):  # the last check measures the file: then it changes
+        size = real_size(name)
+        os.remove(name)
+        os.mkfifo(name)
+        return size
+    monkeypatch.setattr(external_data.os.path, "getsize", swapped_after_the_checks)
+    with pytest.raises(UnsafeExternalDataError, match="not a regular file"):
+        import_model(path)
+
+
+IMPORT_PEAK = """
+import sys, tracemalloc
+import onnx, minidl.onnx.interpreter  # imported before measuring: not the import's cost
+from minidl.onnx import import_model
+tracemalloc.start()
+before = tracemalloc.get_traced_memory()[0]
+module = import_model(sys.argv[1])
+print(tracemalloc.get_traced_memory()[1] - before)
+"""
+
+
+def test_importing_external_weights_holds_them_about_once(tmp_path):
+    """The bytes used to be read, copied into the message, serialized and parsed again by the
+    checker, and copied out: about four times the weights at the peak. (tracemalloc sees the
+    Python and NumPy part of that, in a fresh process.)"""
+    import subprocess
+    import sys
+
+    weights = 32 << 20
+    export_onnx(md.nn.Linear(4096, 2048), tmp_path / "m.onnx",
+                md.tensor(np.zeros((1, 4096), np.float32)), external_data_threshold=1024)
+    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", IMPORT_PEAK, str(tmp_path / "m.onnx")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": project})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 1.5 * weights

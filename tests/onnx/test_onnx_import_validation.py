@@ -158,3 +158,99 @@ def test_weights_listed_as_inputs_come_after_the_data_and_can_be_named(tmp_path)
                                   [[4, 4], [13, 13]])
     with pytest.raises(TypeError, match="unexpected"):
         module(x, z=x)
+
+
+def relu_graph(tmp_path, shape=(7, 3), dtype=None, opset=17, outputs=("y",)):
+    return write(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [info("x", list(shape), dtype)],
+                 [info(name, list(shape), dtype) for name in outputs], opset=opset)
+
+
+def test_inputs_are_checked_against_the_declared_type_and_rank_at_call_time(tmp_path):
+    """A graph declared float32[7,3] used to run on an int64[4] input."""
+    module = import_model(relu_graph(tmp_path))
+    with pytest.raises(TypeError, match=r"input 'x'.*float32.*int64"):
+        module(np.arange(4))
+    with pytest.raises(ValueError, match=r"input 'x'.*\[7, 3\].*\(4,\)"):
+        module(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r"input 'x'.*\[7, 3\].*\(7, 4\)"):
+        module(np.ones((7, 4), np.float32))
+    assert module(np.ones((7, 3), np.float32)).shape == (7, 3)
+
+
+def test_dynamic_dimensions_take_any_size(tmp_path):
+    module = import_model(relu_graph(tmp_path, shape=("batch", 3)))
+    for batch in (1, 5):
+        assert module(np.ones((batch, 3), np.float32)).shape == (batch, 3)
+    with pytest.raises(ValueError, match=r"input 'x'.*\['batch', 3\]"):
+        module(np.ones((5, 3, 1), np.float32))
+
+
+def test_the_declared_types_survive_a_save_and_load(tmp_path):
+    module = import_model(relu_graph(tmp_path, shape=("n", 3)))
+    md.save_model(module, tmp_path / "m.mdl")
+    loaded = md.load_model(tmp_path / "m.mdl")
+    with pytest.raises(TypeError, match="input 'x'"):
+        loaded(np.ones((2, 3), np.float64))
+    assert loaded(np.ones((2, 3), np.float32)).shape == (2, 3)
+
+
+def test_an_opset_newer_than_the_onnx_package_knows_is_refused(tmp_path):
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    with pytest.raises(UnsupportedOperatorError, match=f"opset 99.*{newest}"):
+        import_model(relu_graph(tmp_path, opset=99))
+
+
+def test_duplicate_graph_output_names_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"output 'y'.*twice"):
+        import_model(relu_graph(tmp_path, outputs=("y", "y")))
+
+
+def test_a_matrix_product_beyond_the_bound_is_refused_before_it_is_computed(tmp_path):
+    """Expand + MatMul used to be bounded only by the operating system."""
+    path = write(tmp_path, [helper.make_node("Expand", ["x", "rows"], ["column"]),
+                            helper.make_node("Expand", ["x", "cols"], ["row"]),
+                            helper.make_node("MatMul", ["column", "row"], ["y"], name="outer")],
+                 [info("x", [1, 1])], [info("y", [3000, 3000])],
+                 [("rows", np.array([3000, 1], np.int64)), ("cols", np.array([1, 3000], np.int64))])
+    module = import_model(path, max_tensor_bytes=1 << 20)
+    with pytest.raises(ValueError, match=r"MatMul.*\[3000, 3000\].*beyond the bound"):
+        module(np.ones((1, 1), np.float32))
+    assert import_model(path, max_tensor_bytes=36 << 20)(np.ones((1, 1), np.float32)).shape \
+        == (3000, 3000)
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Mul", "Where"])
+def test_a_broadcast_beyond_the_bound_is_refused_before_it_is_computed(tmp_path, op_type):
+    inputs = ["c", "a", "b"] if op_type == "Where" else ["a", "b"]
+    path = write(tmp_path, [helper.make_node(op_type, inputs, ["y"])],
+                 [info("a", [2000, 1]), info("b", [1, 2000])]
+                 + ([info("c", [1], TensorProto.BOOL)] if op_type == "Where" else []),
+                 [info("y", [2000, 2000])])
+    module = import_model(path, max_tensor_bytes=1 << 20)
+    given = {"a": np.ones((2000, 1), np.float32), "b": np.ones((1, 2000), np.float32)}
+    if op_type == "Where":
+        given["c"] = np.ones(1, bool)
+    with pytest.raises(ValueError, match=rf"{op_type}.*\[2000, 2000\].*beyond the bound"):
+        module(**given)
+
+
+def test_a_transposed_convolution_with_a_huge_stride_is_refused_before_it_is_computed(tmp_path):
+    path = write(tmp_path, [helper.make_node("ConvTranspose", ["x", "w"], ["y"],
+                                             strides=[1 << 20, 1 << 20])],
+                 [info("x", [1, 1, 2, 2])], [info("y", [1, 1, "h", "w"])],
+                 [("w", np.ones((1, 1, 1, 1), np.float32))])
+    with pytest.raises(ValueError, match=r"ConvTranspose.*beyond the bound"):
+        import_model(path)(np.ones((1, 1, 2, 2), np.float32))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_named_like_a_model_is_refused_without_blocking(tmp_path):
+    from minidl.testing.deadline import outcome_within
+
+    fifo = tmp_path / "m.onnx"
+    os.mkfifo(fifo)
+    error = outcome_within(lambda: import_model(fifo),
+                           unblock=lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+    assert isinstance(error, ValueError) and "not a regular file" in str(error)

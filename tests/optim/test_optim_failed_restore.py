@@ -2,6 +2,8 @@
 merged in from the refused snapshot) nor the per-parameter state; and a snapshot that lacks a
 key the live groups gained since (a scheduler's 'initial_lr') removes it again."""
 
+import copy
+
 import numpy as np
 import pytest
 from optim_helpers import assert_same_state, make_param, set_grad
@@ -73,3 +75,31 @@ def test_hyperparameters_that_are_not_plain_data_are_named():
     opt.param_groups[1]["lr"] = object()
     with pytest.raises(TypeError, match=r"param_groups\[1\]\['lr'\]"):
         opt.state_dict()
+
+
+def interrupted_points(total: int, every: int) -> list[int]:
+    """Every ``every``-th bytecode, and each of the last 200 (where the checked state is
+    swapped in: the part that used to break)."""
+    return sorted(set(range(0, total, every)) | set(range(max(0, total - 200), total)))
+
+
+@pytest.mark.parametrize("every", [29, pytest.param(1, marks=pytest.mark.slow)])
+def test_a_ctrl_c_at_any_bytecode_of_a_restore_leaves_a_working_optimizer(every):
+    """An interrupt between clearing a group and putting its params back used to leave the
+    group without 'params': state_dict() then raised KeyError and no restore worked again."""
+    from minidl.testing.interrupts import call_interrupted, count_bytecodes
+
+    snapshot = trained_adam(lr=0.3).state_dict()
+    opt = trained_adam()
+    before = copy.deepcopy(opt.state_dict())
+    total = count_bytecodes(lambda: opt.load_state_dict(snapshot))
+    for n in interrupted_points(total, every):
+        opt.load_state_dict(before)
+        with pytest.raises(KeyboardInterrupt):
+            call_interrupted(n, lambda: opt.load_state_dict(snapshot))
+        # Interrupted anywhere, the groups are either untouched or restored in full...
+        assert opt.state_dict()["param_groups"] in (before["param_groups"],
+                                                    snapshot["param_groups"]), n
+        # ...and a later restore (the rollback a Checkpoint makes) works.
+        opt.load_state_dict(before)
+        assert_same_state(opt.state_dict(), before)
