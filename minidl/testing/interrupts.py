@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import sys
 
-import minidl
-
-PACKAGE_ROOT = os.path.dirname(os.path.abspath(minidl.__file__))
+# minidl/ itself: this file is minidl/testing/interrupts.py (found by path, so that a helper for
+# tests imports nothing from the floors above it).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tracer(roots: tuple[str, ...], on_bytecode):

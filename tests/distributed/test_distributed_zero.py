@@ -90,10 +90,10 @@ def test_a_corrupted_shard_is_refused_by_merge(runs, tmp_path, capsys):
 
 def test_verify_checks_every_shard_of_an_index_and_names_each_bad_one(runs, tmp_path, capsys):
     shutil.copytree(runs / "zero", tmp_path / "zero")
-    index = str(tmp_path / "zero" / "run-epoch0000-step00000006.mdl")
+    index = str(tmp_path / "zero" / "run-epoch0001-step00000006.mdl")
     assert main(["verify", index]) == 0
     assert capsys.readouterr().out.count(": OK") == 1 + 3  # the index and its three shards
-    shard = tmp_path / "zero" / "run-epoch0000-step00000006.shard-{:05d}-of-00003.mdl"
+    shard = tmp_path / "zero" / "run-epoch0001-step00000006.shard-{:05d}-of-00003.mdl"
     os.remove(str(shard).format(1))
     data = bytearray(open(str(shard).format(2), "rb").read())
     data[-1] ^= 1
@@ -101,7 +101,7 @@ def test_verify_checks_every_shard_of_an_index_and_names_each_bad_one(runs, tmp_
     assert main(["verify", index]) == 1
     err = capsys.readouterr().err
     assert "shard-00001-of-00003.mdl is missing" in err
-    assert "shard run-epoch0000-step00000006.shard-00002-of-00003.mdl: " in err
+    assert "shard run-epoch0001-step00000006.shard-00002-of-00003.mdl: " in err
     assert "shard-00000-of-00003.mdl:" not in err
 
 
