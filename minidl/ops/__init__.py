@@ -5,8 +5,8 @@ Modules by concept: ``elementwise`` (arithmetic, activations), ``reduction`` (su
 ``shape`` (reshape, transpose, indexing, cat/stack/where, casts), ``linalg`` (matmul), ``conv``
 and ``pool`` (2-D convolution and pooling), ``nn_ops`` (softmax, losses, dropout, normalisation,
 embedding); ``tensor_methods`` attaches them to Tensor as its methods and operators (``x + y``,
-``x.sum()``, ``x.add_(y)``) when this package is imported; ``sizes`` reads the size arguments
-(``kernel_size``, ``stride``, ...) that ops and the layers storing them share.
+``x.sum()``, ``x.add_(y)``) when this package is imported; ``size_arguments`` reads the size
+arguments (``kernel_size``, ``stride``, ...) that ops and the layers storing them share.
 
 Op classes end in ``Function`` (``Conv2dFunction`` is the op, ``nn.Conv2d`` the layer that calls
 it); the lower-case functions beside them (``conv2d``) are what layers and users call.

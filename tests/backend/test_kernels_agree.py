@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from minidl.backend.geometry import conv_output_size
+from minidl.backend.conv_arithmetic import conv_output_size
 from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
 from minidl.backend.reference import ReferenceBackend
 from minidl.backend.reference.pool import pool_output_size
