@@ -1,7 +1,8 @@
 """Differentiable ops. Each op is a :class:`~minidl.autograd.function.Function` whose forward and
 backward rules sit next to each other, computing through backend primitives only.
 
-Modules by concept: ``elementwise`` (arithmetic, activations), ``reduction`` (sum, mean, max),
+Modules by concept: ``elementwise`` (arithmetic, activations), ``math_functions`` (sin ... atanh,
+erf, on the backend's ``math_function`` primitive), ``reduction`` (sum, mean, max),
 ``shape`` (reshape, transpose, indexing, cat/stack/where, casts), ``linalg`` (matmul), ``conv``
 and ``pool`` (2-D convolution and pooling), ``nn_ops`` (softmax, losses, dropout, normalisation,
 embedding); ``tensor_methods`` attaches them to Tensor as its methods and operators (``x + y``,
