@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import time
 import numpy as np
 
 from minidl import Tensor, optim
+from minidl.backend import use_cpu_backend
 from minidl.nn import Parameter
 
 LAYERS = [784, 512, 512, 10]
@@ -57,8 +57,7 @@ def median_ms(step, warmup: int, repeats: int) -> float:
 
 
 def time_minidl(cls, config, backend: str, warmup: int, repeats: int) -> float:
-    # The CPU backend is chosen per call from the environment, so switching it here is enough.
-    os.environ["MINIDL_CPU_BACKEND"] = backend
+    previous = use_cpu_backend(backend)
     rng = np.random.default_rng(0)
     params = [Parameter(rng.standard_normal(s).astype(np.float32) * 0.05) for s in mlp_shapes()]
     for p in params:
@@ -67,7 +66,7 @@ def time_minidl(cls, config, backend: str, warmup: int, repeats: int) -> float:
     try:
         return median_ms(opt.step, warmup, repeats)
     finally:
-        os.environ.pop("MINIDL_CPU_BACKEND", None)
+        use_cpu_backend(previous)
 
 
 def time_torch(name, config, warmup: int, repeats: int, foreach: bool):
@@ -124,7 +123,7 @@ def main() -> None:
     rows = {name: [time_minidl(cls, config, "numpy", args.warmup, args.repeats)]
             for name, (cls, config) in CONFIGS.items()}
     for name, (cls, config) in CONFIGS.items():
-        rows[name].append(time_minidl(cls, config, "", args.warmup, args.repeats))
+        rows[name].append(time_minidl(cls, config, "numba", args.warmup, args.repeats))
     theirs = torch_timings(args)
     columns = ["numpy reference", "numba"] + (["torch", "torch foreach"] if theirs else [])
     print(f"{'':15}" + "".join(f"{c:>17}" for c in columns) + f"{'numba speed-up':>16}")

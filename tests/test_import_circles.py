@@ -16,9 +16,9 @@ ROOT = Path(minidl.__file__).parents[1]
 
 # Each entry: the modules a remaining circle may run through (a package name covers its modules).
 KNOWN_CIRCLES = {
-    # The PyTorch-style Tensor methods (``x.sum()``, ``x @ w``) are ops, and ops build Tensors:
-    # the price of a method API, kept to these two packages (see the README's table of floors).
-    "tensor methods": ("minidl.autograd", "minidl.ops"),
+    # ``Tensor.backward`` runs the graph walk, and the walk hands gradients back as Tensors: one
+    # concept (differentiating a tensor) in two files of the autograd floor.
+    "tensor and its graph walk": ("minidl.autograd.tensor", "minidl.autograd.engine"),
     # Sharded checkpoints write the format name and kind that ``checkpoint.py`` defines.
     "checkpoint format names": ("minidl.checkpoint.checkpoint", "minidl.checkpoint.sharded"),
 }

@@ -1,6 +1,6 @@
 """A private name stays in its package: no minidl module imports ``_name`` (or from a ``_module``)
 of another package.  A helper that two packages need gets a public home and a true name, as
-``minidl.ops.sizes.int_pair`` did for the convolution module's ``_pair``."""
+``minidl.ops.size_arguments.int_pair`` did for the convolution module's ``_pair``."""
 
 from pathlib import Path
 

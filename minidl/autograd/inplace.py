@@ -13,6 +13,10 @@ written into the tensor's own memory, so views see it. For autograd the tensor t
 result's node as its history: the node's input is the "before" value, which keeps the old history,
 so gradients flow through the edit as they would through ``y = y + 1``. As in PyTorch, a leaf that
 requires a gradient may only be edited in place under ``no_grad`` (an optimizer step, an init).
+
+The in-place methods themselves (``add_``, ``__iadd__``, ``__setitem__``, ...) run ops, so they
+are attached to Tensor from the ops floor (:mod:`minidl.ops.tensor_methods`) on top of
+:func:`modify_in_place`.
 """
 
 from __future__ import annotations
@@ -117,105 +121,3 @@ def _hand_over_consumers(tensor, before) -> None:
         node.parents = tuple(before if parent is tensor else parent for parent in node.parents)
     before._consumers = [weakref.ref(node) for node in consumers]
     tensor._consumers = None
-
-
-def install(Tensor) -> None:
-    """Attach the in-place methods and operators to Tensor."""
-    from ..ops import elementwise as ew, shape
-
-    def _scaled(other, alpha):
-        return other if alpha == 1 else ew.mul(other, alpha)
-
-    def add_(self, other, alpha=1):
-        """self += alpha * other, in place."""
-        return modify_in_place(self, "add_", lambda a: ew.add(a, _scaled(other, alpha)), other)
-
-    def sub_(self, other, alpha=1):
-        """self -= alpha * other, in place."""
-        return modify_in_place(self, "sub_", lambda a: ew.sub(a, _scaled(other, alpha)), other)
-
-    def mul_(self, other):
-        """self *= other, in place."""
-        return modify_in_place(self, "mul_", lambda a: ew.mul(a, other), other)
-
-    def div_(self, other):
-        """self /= other, in place."""
-        return modify_in_place(self, "div_", lambda a: ew.div(a, other), other)
-
-    def floor_divide_(self, other):
-        """self //= other, in place."""
-        return modify_in_place(self, "floor_divide_", lambda a: ew.floor_divide(a, other), other)
-
-    def remainder_(self, other):
-        """self %= other, in place."""
-        return modify_in_place(self, "remainder_", lambda a: ew.remainder(a, other), other)
-
-    def pow_(self, exponent):
-        """self **= exponent, in place."""
-        return modify_in_place(self, "pow_", lambda a: ew.pow(a, exponent), exponent)
-
-    def clamp_(self, min=None, max=None):  # noqa: A002
-        """Clip the values into [min, max], in place."""
-        return modify_in_place(self, "clamp_", lambda a: ew.clamp(a, min, max))
-
-    def neg_(self):
-        """self = -self, in place."""
-        return modify_in_place(self, "neg_", ew.neg)
-
-    def fill_(self, value):
-        """Set every element to ``value``, in place."""
-        if isinstance(value, Tensor) or (is_grad_enabled() and self.requires_grad) or \
-                tracing.active is not None:
-            return modify_in_place(self, "fill_", lambda a: shape.full_like(a, value))
-        # Nothing to record (a gradient buffer, an update under no_grad): write directly. As
-        # in PyTorch the value is cast to the tensor's dtype (fill_(0.5) of integers is 0).
-        self.backend.fill_(self.data, value.item() if isinstance(value, np.generic) else value)
-        bump_version(self)
-        return self
-
-    def zero_(self):
-        """Set every element to zero, in place."""
-        return fill_(self, 0)
-
-    def copy_(self, source):
-        """Overwrite the values with ``source``'s (broadcast to this shape, cast to this dtype),
-        in place; the gradient flows to ``source``, as in PyTorch."""
-        if not isinstance(source, Tensor):
-            source = Tensor(np.asarray(source), device=self.device)
-        if source.device != self.device:
-            source = source.to(self.device)
-
-        def broadcast(a):
-            try:  # the cast first: copy_ truncates floats into an integer tensor
-                return shape.broadcast_to(source.to(dtype=a.dtype), a.shape)
-            except ValueError:
-                raise ValueError(f"copy_: source of shape {source.shape} cannot be broadcast to "
-                                 f"the tensor's shape {a.shape}") from None
-        return modify_in_place(self, "copy_", broadcast, source)
-
-    def __setitem__(self, index, value):
-        """``x[index] = value``, in place; differentiable in ``x``'s other elements and in
-        ``value`` (see :func:`minidl.ops.shape.index_put`)."""
-        modify_in_place(self, "setitem", lambda a: shape.index_put(a, index, value), value)
-
-    def index_put_(self, indices, values, accumulate: bool = False):
-        """``self[indices] = values`` (or ``+=`` with ``accumulate``), in place."""
-        return modify_in_place(self, "index_put_", lambda a: shape.index_put(
-            a, indices, values, accumulate=accumulate), values)
-
-    def operator(method):
-        return lambda self, other: method(self, other)
-
-    methods = {
-        "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "floor_divide_": floor_divide_,
-        "remainder_": remainder_, "pow_": pow_, "clamp_": clamp_,
-        "clip_": clamp_, "neg_": neg_, "fill_": fill_, "zero_": zero_, "copy_": copy_,
-        "__setitem__": __setitem__, "index_put_": index_put_,
-        # x += y edits x in place, as in PyTorch (without these Python would rebind x to a new
-        # tensor, and `param -= lr * param.grad` would silently stop updating the parameter).
-        "__iadd__": operator(add_), "__isub__": operator(sub_), "__imul__": operator(mul_),
-        "__itruediv__": operator(div_), "__ifloordiv__": operator(floor_divide_),
-        "__imod__": operator(remainder_), "__ipow__": operator(pow_),
-    }
-    for name, method in methods.items():
-        setattr(Tensor, name, method)

@@ -5,9 +5,10 @@ it ``requires_grad``, and — when it was produced by a recorded op — ``_node`
 :class:`~minidl.autograd.function.Function` that made it. Leaves (tensors the user created) have no
 node; ``backward`` accumulates their gradient in ``.grad``.
 
-The operators (``+``, ``@``, ``x.sum()``, ...) are thin: each forwards to an op in
-:mod:`minidl.ops`, which is where forward and backward rules live. This module only knows how a
-tensor is held, converted and differentiated.
+The operators and methods that compute (``+``, ``@``, ``x.sum()``, ``x.to(...)``, ``x.add_(y)``)
+are ops, and ops are built on Tensor; so they are attached from the ops floor, by
+:mod:`minidl.ops.tensor_methods` when :mod:`minidl.ops` is imported (``import minidl`` does). This
+module only knows how a tensor is held and differentiated, and imports nothing above autograd.
 """
 
 from __future__ import annotations
@@ -222,22 +223,6 @@ class Tensor:
             raise TypeError("only integer tensors of one element can be used as an index")
         return int(self.item())
 
-    def to(self, device=None, dtype=None, non_blocking: bool = False) -> "Tensor":
-        """This tensor on ``device`` and/or as ``dtype``; differentiable, a no-op when unchanged.
-
-        As PyTorch: ``x.to(other)`` takes another tensor's device and dtype, ``x.to(md.float64)``
-        a dtype alone. ``non_blocking`` is accepted for PyTorch's signature and changes nothing:
-        every copy and kernel of a device runs in order on its one stream, so a copy is never
-        read before it is complete."""
-        from ..ops import shape as shape_ops
-        device, dtype = device_and_dtype(device, dtype)
-        out = self
-        if dtype is not None and np.dtype(dtype) != self.dtype:
-            out = shape_ops.cast(out, np.dtype(dtype))
-        if device is not None and canonical_device(device) != self.device:
-            out = shape_ops.to_device(out, canonical_device(device))
-        return out
-
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 
@@ -367,10 +352,6 @@ class Tensor:
         self.requires_grad = False
         return self
 
-    def clone(self) -> "Tensor":
-        from ..ops import shape as shape_ops
-        return shape_ops.clone(self)
-
     # -- printing --------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
@@ -421,67 +402,3 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
             return Tensor._wrap(like.backend.full((), array.item(), dtype), like.device)
         return Tensor(array, device=like.device)
     return Tensor(value)
-
-
-
-# -- operators and methods -------------------------------------------------------------------------
-# Each forwards to the op that defines its forward and backward rules. They are attached here,
-# after the class, because the ops themselves are built on Tensor.
-
-def _install_methods():
-    from ..ops import elementwise as ew, linalg, reduction, shape
-    from . import inplace
-
-    def reflected(function):
-        return lambda self, other: function(other, self)
-
-    methods = {
-        "__add__": ew.add, "__radd__": reflected(ew.add),
-        "__sub__": ew.sub, "__rsub__": reflected(ew.sub),
-        "__mul__": ew.mul, "__rmul__": reflected(ew.mul),
-        "__truediv__": ew.div, "__rtruediv__": ew.reflected_div,
-        "__floordiv__": ew.floor_divide, "__rfloordiv__": reflected(ew.floor_divide),
-        "__mod__": ew.remainder, "__rmod__": reflected(ew.remainder),
-        "__pow__": ew.pow, "__rpow__": reflected(ew.pow),
-        "__matmul__": linalg.matmul, "__rmatmul__": reflected(linalg.matmul),
-        "__neg__": ew.neg, "__abs__": ew.abs,
-        "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le,
-        "__gt__": ew.gt, "__ge__": ew.ge,
-        "__getitem__": shape.getitem,
-        "__and__": ew.logical_and, "__rand__": reflected(ew.logical_and),
-        "__or__": ew.logical_or, "__ror__": reflected(ew.logical_or),
-        "__invert__": ew.logical_not,
-        "add": ew.add, "sub": ew.sub, "mul": ew.mul, "div": ew.div, "pow": ew.pow,
-        "floor_divide": ew.floor_divide, "remainder": ew.remainder,
-        "matmul": linalg.matmul, "neg": ew.neg, "abs": ew.abs,
-        "exp": ew.exp, "log": ew.log, "sqrt": ew.sqrt, "tanh": ew.tanh, "sigmoid": ew.sigmoid,
-        "relu": ew.relu, "gelu": ew.gelu, "clamp": ew.clamp, "clip": ew.clamp,
-        "maximum": ew.maximum, "minimum": ew.minimum,
-        "eq": ew.eq, "ne": ew.ne, "lt": ew.lt, "le": ew.le, "gt": ew.gt, "ge": ew.ge,
-        "reshape": shape.reshape, "view": shape.reshape, "flatten": shape.flatten,
-        "permute": shape.permute, "transpose": shape.transpose, "squeeze": shape.squeeze,
-        "unsqueeze": shape.unsqueeze, "expand": shape.expand, "broadcast_to": shape.broadcast_to,
-        "argmax": reduction.argmax, "argmin": reduction.argmin,
-    }
-    for name, function in methods.items():
-        setattr(Tensor, name, function)
-
-    # Reductions accept NumPy's ``axis`` and PyTorch's ``dim``; ``keepdim`` is PyTorch's spelling.
-    for name in ("sum", "mean", "max", "min", "amax", "amin", "var", "std", "any", "all"):
-        setattr(Tensor, name, getattr(reduction, name))
-
-    def softmax(self, axis=-1, *, dim=None):
-        from ..ops import nn_ops
-        return nn_ops.softmax(self, dim if dim is not None else axis)
-
-    def log_softmax(self, axis=-1, *, dim=None):
-        from ..ops import nn_ops
-        return nn_ops.log_softmax(self, dim if dim is not None else axis)
-
-    Tensor.softmax = softmax
-    Tensor.log_softmax = log_softmax
-    Tensor.T = property(lambda self: shape.transpose(self))
-    inplace.install(Tensor)
-
-
-_install_methods()

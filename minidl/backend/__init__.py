@@ -13,7 +13,9 @@ Two ideas are kept apart:
 * the **backend** that computes for a kind of device. ``"cpu"`` has two: the Numba backend (the
   default) and the plain-NumPy reference it is tested against, chosen with
   ``MINIDL_CPU_BACKEND=numpy`` or :func:`use_cpu_backend` — a choice of implementation, not a
-  different device.
+  different device. The variable is read once, when this module is imported, and again only at
+  ``use_cpu_backend(None)``: every op asks for its backend, and a dictionary lookup in
+  ``os.environ`` per op would be paid by every op for a choice made once per process.
 
 Backends are imported lazily: ``import minidl`` must not import Numba (slow) or touch CUDA. The
 first op on a tensor of a device imports that device's backend.
@@ -39,7 +41,6 @@ _cpu_backends: dict[str, object] = {
     "numba": "minidl.backend.numba_cpu:NumbaCpuBackend",
     "numpy": "minidl.backend.reference:ReferenceBackend",
 }
-_cpu_choice: str | None = None  # set by use_cpu_backend; None: the environment decides
 _by_device: dict[tuple, Backend] = {}  # (kind, index, implementation) -> backend, filled lazily
 _by_name: dict[tuple, Backend] = {}  # (device as spelled, CPU choice) -> backend: the fast path
 
@@ -72,21 +73,28 @@ def registered_device_kinds() -> list:
     return ["cpu"] + sorted(_registry)
 
 
-def use_cpu_backend(name: str | None) -> None:
-    """Compute CPU tensors with ``"numba"`` (the default) or ``"numpy"`` (the reference).
+def cpu_backend_from_environment() -> str:
+    """The CPU implementation ``MINIDL_CPU_BACKEND`` names now: ``"numpy"`` for ``numpy`` (any
+    case), else ``"numba"``."""
+    return "numpy" if os.environ.get("MINIDL_CPU_BACKEND", "").lower() == "numpy" else "numba"
 
-    ``None`` goes back to the ``MINIDL_CPU_BACKEND`` environment variable's choice.
+
+_cpu_choice: str = cpu_backend_from_environment()  # changed only by use_cpu_backend
+
+
+def use_cpu_backend(name: str | None) -> str:
+    """Compute CPU tensors with ``"numba"`` (the default) or ``"numpy"`` (the reference); returns
+    the previous choice, so that ``use_cpu_backend(previous)`` restores it.
+
+    ``None`` reads the ``MINIDL_CPU_BACKEND`` environment variable again and follows it: the one
+    way to make a change of the variable after ``import minidl`` take effect.
     """
     global _cpu_choice
     if name is not None and name not in _cpu_backends:
         raise ValueError(f"use_cpu_backend: expected one of {sorted(_cpu_backends)}, got {name!r}")
-    _cpu_choice = name
-
-
-def _cpu_backend_choice() -> str:
-    if _cpu_choice is not None:
-        return _cpu_choice
-    return "numpy" if os.environ.get("MINIDL_CPU_BACKEND", "").lower() == "numpy" else "numba"
+    previous = _cpu_choice
+    _cpu_choice = cpu_backend_from_environment() if name is None else name
+    return previous
 
 
 _current_index: dict = {}
@@ -182,7 +190,7 @@ def _instantiate(entry, device) -> Backend:
 def get_backend(device="cpu") -> Backend:
     """The backend computing for ``device``, importing it on first use."""
     # Every op asks, so the answer is remembered by the name as given.
-    choice = _cpu_backend_choice()
+    choice = _cpu_choice
     backend = _by_name.get((device, choice))
     if backend is not None:
         return backend

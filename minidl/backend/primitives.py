@@ -215,6 +215,14 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
+    def math_function(a, name):
+        """Python's ``math.<name>`` of every element of floating a, in a's dtype, for ``name`` in
+        :data:`MATH_FUNCTIONS` (the trigonometric and hyperbolic functions and their inverses,
+        and erf). As NumPy: nan outside a function's domain (asin of 2, sin of inf), ±inf at a
+        pole (atanh of ±1) and where sinh/cosh overflow. ValueError naming ``name`` otherwise."""
+        raise NotImplementedError
+
+    @staticmethod
     def sigmoid(a):
         """1 / (1 + e^-a), without overflow for large |a| (floating a)."""
         raise NotImplementedError
@@ -614,6 +622,19 @@ def _primitive_names() -> tuple:
 
 ALL_PRIMITIVES = _primitive_names()
 """The names of every primitive, in the contract's order."""
+
+
+MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                  "acosh", "atanh", "erf")
+"""The names :meth:`Backend.math_function` takes (Python's ``math`` module spells them so)."""
+
+
+def check_math_function(name) -> None:
+    """Refuse a ``math_function`` name outside :data:`MATH_FUNCTIONS`, the same way on every
+    backend."""
+    if name not in MATH_FUNCTIONS:
+        raise ValueError(f"math_function: name must be one of {', '.join(MATH_FUNCTIONS)}, "
+                         f"got {name!r}")
 
 
 def signature(name: str) -> inspect.Signature:

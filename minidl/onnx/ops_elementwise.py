@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops import elementwise as ew, nn_ops, shape
-from .erf import erf
+from ..ops import elementwise as ew, math_functions, nn_ops, shape
 from .registry import ONNX_OPS, computed_in_float32, host_result, onnx_op
-from .trigonometry import TRIGONOMETRY
 
+# ONNX spells the math functions capitalised: Sin, Asinh, Erf.
 for _op_type, _function in (("Exp", ew.exp), ("Sqrt", ew.sqrt), ("Tanh", ew.tanh),
-                            ("Sigmoid", ew.sigmoid), ("Erf", erf), *TRIGONOMETRY.items()):
+                            ("Sigmoid", ew.sigmoid),
+                            *((name.capitalize(), op) for name, op in
+                              math_functions.BY_NAME.items())):
     onnx_op(_op_type)(lambda inputs, attributes, context, _f=_function: _f(inputs[0]))
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
-from ..backend.geometry import conv_output_size
+from ..backend.conv_arithmetic import conv_output_size
 from ._util import check_bias_and_dtype
 from .linalg import matmul
 from .shape import cat
-from .sizes import int_pair
+from .size_arguments import int_pair
 
 
 # Output pixels per image from which one product per image beats one product for the batch

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..autograd.tensor import Tensor
 from . import conv, pool
-from .sizes import single_int
+from .size_arguments import single_int
 
 
 def _as_image(op: str, x: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ._util import check_bias_and_dtype
 from .linalg import matmul
-from .sizes import int_pair
+from .size_arguments import int_pair
 
 
 def transposed_output_size(size, kernel, stride, padding, dilation, output_padding) -> int:

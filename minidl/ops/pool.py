@@ -11,7 +11,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
-from .sizes import int_pair, pool_window
+from .size_arguments import int_pair, pool_window
 from .shape import cat
 
 

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from ..autograd.tensor import Tensor
-from .sizes import int_pair
+from .size_arguments import int_pair
 from .pool import max_pool2d
 from .reduction import amax, argmax
 from .shape import cat, where

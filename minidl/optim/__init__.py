@@ -4,7 +4,7 @@ An optimizer turns gradients into parameter updates; the arithmetic itself lives
 backend primitives ``sgd_update`` and ``adam_update`` (one fused pass per parameter), so every
 device supplies its own kernel while this package stays device-neutral. RMSprop, Adagrad,
 Adadelta, NAdam, RAdam and Adamax are composed from the elementwise primitives
-(``slot_updates.py``); LBFGS works on the parameters flattened into one host vector
+(``composed_updates.py``); LBFGS works on the parameters flattened into one host vector
 (``lbfgs.py``). Optimizers and schedulers checkpoint through ``state_dict()`` /
 ``load_state_dict()``.
 """

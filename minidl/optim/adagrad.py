@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..validation import check_number, check_settings
 from .optimizer import Optimizer
-from .slot_updates import check_slots, effective_grad, running_average_, step_
+from .composed_updates import check_slots, effective_grad, running_average_, step_
 
 __all__ = ["Adagrad", "Adadelta"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..backend import get_backend
 from ..validation import check_flag, check_number, check_settings
 from .optimizer import Optimizer
-from .slot_updates import check_slots
+from .composed_updates import check_slots
 
 __all__ = ["Adam", "AdamW"]
 

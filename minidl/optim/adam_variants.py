@@ -8,7 +8,7 @@ import math
 from ..validation import check_number
 from .adam import check_adam_family
 from .optimizer import Optimizer
-from .slot_updates import (check_slots, decay_weights, effective_grad, running_average_,
+from .composed_updates import (check_slots, decay_weights, effective_grad, running_average_,
                            step_)
 
 __all__ = ["NAdam", "RAdam", "Adamax"]

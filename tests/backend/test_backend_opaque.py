@@ -18,7 +18,7 @@ import pytest
 import minidl as md
 import minidl.backend
 from minidl import nn, optim
-from minidl.ops import conv, elementwise as ew, linalg, nn_ops, pool
+from minidl.ops import conv, elementwise as ew, linalg, math_functions as mf, nn_ops, pool
 from opaque_backend import NAME, LeakError, OpaqueArray, OpaqueBackend, register
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograd"))
@@ -82,6 +82,10 @@ OPS = {
                    [normal(3, 4), normal(4)]),
     "unary": (lambda d, a: (a.exp() + 1).log().sqrt() + a.tanh() + a.sigmoid() + a.relu()
               + a.gelu() + ew.gelu(a, "tanh"), [normal(4, 5)]),
+    # Computed on the device, as every op: no host round trip for an imported model's Sin or Erf.
+    "math_functions": (lambda d, a: mf.sin(a) * mf.cos(a) + mf.tan(a * 0.5) + mf.asin(a * 0.3)
+                       + mf.acos(a * 0.3) + mf.atan(a) + mf.sinh(a) + mf.cosh(a) + mf.asinh(a)
+                       + mf.acosh(a * a + 1.5) + mf.atanh(a * 0.3) + mf.erf(a), [normal(3, 4)]),
     "clamp_max_min": (lambda d, a, b: a.clamp(-0.5, 0.5) + ew.maximum(a, b) - ew.minimum(a, b)
                       + a.clamp(min=0.1), [normal(3, 4), normal(4)]),
     "reductions": (lambda d, a: a.sum(0) + a.mean(1).sum() + a.max(-1).values.sum() + a.var(axis=0)

@@ -147,6 +147,9 @@ CASES = {
     "log": ((a([1, 0]),), a([0, -np.inf])),
     "sqrt": ((a([4, 9]),), a([2, 3])),
     "tanh": ((a([0]),), a([0])),
+    # asin outside [-1, 1] is nan, atanh's poles are ±inf (as NumPy), erf(∞) is 1.
+    "math_function": ((a([0.5, 2, -1, 1, np.inf]), "atanh"),
+                      a([math.atanh(0.5), np.nan, -np.inf, np.inf, np.nan])),
     "sigmoid": ((a([0, -1000, 1000]),), a([0.5, 0, 1])),
     "relu": ((a([-1, 0, 2]),), a([0, 0, 2])),
     "relu_backward": ((a([5, 5, 5]), a([-1, 0, 2])), a([0, 0, 5])),

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from minidl.backend.geometry import conv_output_size
+from minidl.backend.conv_arithmetic import conv_output_size
 from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
 from minidl.backend.reference import ReferenceBackend
 from minidl.backend.reference.pool import pool_output_size
@@ -488,3 +488,15 @@ def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):
         assert (got is None) == (want is None)
         if want is not None:
             assert_agree(got, want, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_kernel_matches_the_reference_including_infinities_and_nan(dtype):
+    x = np.concatenate([random_array(3, (2, 50), dtype).ravel() * 3,
+                        np.array([0.0, -0.0, 1e-30, 6.0, -30.0, np.inf, -np.inf, np.nan], dtype)])
+    x = x.reshape(4, 27)
+    got, want = fast.math_function(x, "erf"), ref.math_function(x, "erf")
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert_agree(got, want, dtype)
+    assert fast.math_function(x[:0], "erf").shape == (0, 27)
+

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from minidl.backend.geometry import conv_output_size
+from minidl.backend.conv_arithmetic import conv_output_size
 from minidl.backend.reference import ReferenceBackend
 from minidl.backend.reference.pool import pool_output_size
 

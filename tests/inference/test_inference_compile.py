@@ -136,14 +136,17 @@ def test_refuses_a_training_mode_model_and_random_draws():
         md.compile(model.eval(), [[1.0]])
 
 
-def test_compiled_model_runs_on_the_reference_backend_too(monkeypatch):
+def test_compiled_model_runs_on_the_reference_backend_too():
+    from minidl.backend import get_backend, use_cpu_backend
     model = _with_running_stats(_cnn(), (4, 1, 16, 16))
     x = md.randn(1, 1, 16, 16)
     want = _eager(model, x).numpy()
-    monkeypatch.setenv("MINIDL_CPU_BACKEND", "numpy")
-    from minidl.backend import get_backend
-    assert get_backend("cpu").name == "numpy"
-    np.testing.assert_allclose(md.compile(model, x)(x).numpy(), want, rtol=1e-5, atol=1e-5)
+    previous = use_cpu_backend("numpy")
+    try:
+        assert get_backend("cpu").name == "numpy"
+        np.testing.assert_allclose(md.compile(model, x)(x).numpy(), want, rtol=1e-5, atol=1e-5)
+    finally:
+        use_cpu_backend(previous)
 
 
 def test_relu_moves_after_max_pool_with_the_same_values_nan_included():

@@ -264,7 +264,7 @@ def test_imported_model_trains(tmp_path):
 
 
 def test_erf_gradient_matches_its_formula():
-    from minidl.onnx.erf import erf
+    from minidl.ops.math_functions import erf
     x = md.tensor(np.linspace(-2, 2, 9), requires_grad=True)
     erf(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 / np.sqrt(np.pi) * np.exp(-x.numpy() ** 2),

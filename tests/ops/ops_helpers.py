@@ -50,21 +50,23 @@ def distinct(seed, *shapes):
 
 
 @pytest.fixture(params=["numba", "reference"])
-def cpu_backend(request, monkeypatch):
+def cpu_backend(request):
     """Run the test once on the default (Numba) CPU backend and once on the NumPy reference."""
-    choice = "numba" if request.param == "numba" else "numpy"
-    monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: choice)
-    return minidl.backend.get_backend("cpu")
+    previous = minidl.backend.use_cpu_backend("numba" if request.param == "numba" else "numpy")
+    yield minidl.backend.get_backend("cpu")
+    minidl.backend.use_cpu_backend(previous)
 
 
-def run_on(monkeypatch, choice, f, arrays, dtype):
+def run_on(choice, f, arrays, dtype):
     """Output and input gradients of f on the CPU backend ``choice`` ("numba" or "numpy")."""
     import minidl as md
-    monkeypatch.setattr(minidl.backend, "_cpu_backend_choice", lambda: choice)
-    tensors = [md.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
-    out = f(*tensors)
-    weights = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
-    out.backward(grad=weights)
-    grads = [None if t.grad is None else t.grad.numpy() for t in tensors]
-    monkeypatch.undo()
+    previous = minidl.backend.use_cpu_backend(choice)
+    try:
+        tensors = [md.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
+        out = f(*tensors)
+        weights = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+        out.backward(grad=weights)
+        grads = [None if t.grad is None else t.grad.numpy() for t in tensors]
+    finally:
+        minidl.backend.use_cpu_backend(previous)
     return out.numpy(), grads

@@ -20,8 +20,6 @@ def op_classes() -> set[type]:
     """Every Function subclass defined in minidl, after importing each ops module."""
     for module in pkgutil.iter_modules(minidl.ops.__path__):
         importlib.import_module(f"minidl.ops.{module.name}")
-    importlib.import_module("minidl.onnx.erf")
-    importlib.import_module("minidl.onnx.trigonometry")
     found, pending = set(), [Function]
     while pending:
         for subclass in pending.pop().__subclasses__():

@@ -5,6 +5,7 @@ import pytest
 from optim_helpers import make_param, set_grad
 
 from minidl import optim
+from minidl.backend import use_cpu_backend
 
 
 def _steps(opt, param, grads):
@@ -77,13 +78,16 @@ def test_matches_torch(config):
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_numba_and_numpy_backends_agree_bitwise(config, monkeypatch):
+def test_numba_and_numpy_backends_agree_bitwise(config):
     rng = np.random.default_rng(1)
     start = rng.standard_normal((50, 7))
     grads = [rng.standard_normal(start.shape) for _ in range(4)]
     results = []
-    for backend in ("", "numpy"):
-        monkeypatch.setenv("MINIDL_CPU_BACKEND", backend)
-        p = make_param(start)
-        results.append(_steps(optim.SGD([p], lr=0.05, **config), p, grads))
+    for backend in ("numba", "numpy"):
+        previous = use_cpu_backend(backend)
+        try:
+            p = make_param(start)
+            results.append(_steps(optim.SGD([p], lr=0.05, **config), p, grads))
+        finally:
+            use_cpu_backend(previous)
     np.testing.assert_array_equal(results[0], results[1])

@@ -104,6 +104,7 @@ class CudaBackend(Backend):
     log = staticmethod(ew.math_function(ew.log, np.log))
     sqrt = staticmethod(ew.math_function(ew.sqrt, np.sqrt))
     tanh = staticmethod(ew.math_function(ew.tanh, np.tanh))
+    math_function = staticmethod(ew.named_math_function)
     abs = staticmethod(ew.math_function(ew.absolute, np.abs))
     sign = staticmethod(ew.math_function(ew.sign, np.sign))
     maximum = staticmethod(ew.arithmetic(ew.maximum, np.maximum))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..geometry import conv_output_size
+from ..conv_arithmetic import conv_output_size
 from ..reference.pool import pool_output_size
 from .device import DeviceArray, empty, launch
 

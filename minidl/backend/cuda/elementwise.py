@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from ..primitives import check_math_function
 from .device import (
     DeviceArray, broadcast_strides, empty, launch, padded, strided_offset,
 )
@@ -127,6 +128,87 @@ def sqrt(a):
 
 def tanh(a):
     return math.tanh(a)
+
+
+# The math_function primitive's device functions. On a GPU math.sin(inf) is nan and math.sinh(800)
+# is inf, as in NumPy; under numba's simulator the same code runs Python's math module, which
+# raises there instead. So each function answers at its domain's edges itself, before calling
+# math: the answers on a GPU, spelt out.
+def sin(a):
+    if a - a != 0:  # inf or nan
+        return _NAN
+    return math.sin(a)
+
+
+def cos(a):
+    if a - a != 0:
+        return _NAN
+    return math.cos(a)
+
+
+def tan(a):
+    if a - a != 0:
+        return _NAN
+    return math.tan(a)
+
+
+def asin(a):
+    if not -1.0 <= a <= 1.0:  # nan too
+        return _NAN
+    return math.asin(a)
+
+
+def acos(a):
+    if not -1.0 <= a <= 1.0:
+        return _NAN
+    return math.acos(a)
+
+
+def atan(a):
+    return math.atan(a)
+
+
+def sinh(a):
+    if a > _EXP_LIMIT + 1.0:  # sinh(x) ~ e^x / 2 overflows a little later than e^x
+        return _INF
+    if a < -_EXP_LIMIT - 1.0:
+        return -_INF
+    return math.sinh(a)
+
+
+def cosh(a):
+    if abs(a) > _EXP_LIMIT + 1.0:
+        return _INF
+    return math.cosh(a)
+
+
+def asinh(a):
+    return math.asinh(a)
+
+
+def acosh(a):
+    if not a >= 1.0:
+        return _NAN
+    return math.acosh(a)
+
+
+def atanh(a):
+    if not -1.0 <= a <= 1.0:
+        return _NAN
+    if a == 1.0:
+        return _INF
+    if a == -1.0:
+        return -_INF
+    return math.atanh(a)
+
+
+def erf(a):
+    return math.erf(a)
+
+
+_MATH_FUNCTIONS = {"sin": sin, "cos": cos, "tan": tan, "asin": asin, "acos": acos, "atan": atan,
+                   "sinh": sinh, "cosh": cosh, "asinh": asinh, "acosh": acosh, "atanh": atanh,
+                   "erf": erf}
 
 
 def sigmoid(a):
@@ -390,6 +472,14 @@ def math_function(fn, numpy_function):
         return unary(fn, a, dtype, dtype)
     primitive.__name__ = numpy_function.__name__
     return primitive
+
+
+def named_math_function(a, name):
+    """The ``math_function`` primitive: ``math.<name>`` of every element of a, in a's dtype; erf
+    is computed in float64 (as the reference does) and rounded once."""
+    check_math_function(name)
+    compute_dtype = np.dtype(np.float64) if name == "erf" else a.dtype
+    return unary(_MATH_FUNCTIONS[name], a, a.dtype, compute_dtype)
 
 
 def where(condition, a, b):

@@ -58,6 +58,7 @@ class NumbaCpuBackend(ReferenceBackend):
     mul = staticmethod(elementwise.mul)
     relu = staticmethod(elementwise.relu)
     relu_backward = staticmethod(elementwise.relu_backward)
+    math_function = Kernel("nn_kernels")  # erf compiled; the others NumPy's, as the reference
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
     layer_norm_forward = Kernel("row_threads")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..geometry import conv_output_size
+from ..conv_arithmetic import conv_output_size
 
 __all__ = ["im2col", "col2im"]
 

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..reference.array_ops import math_function as _reference_math_function
 from ..reference.array_ops import relu_backward as _reference_relu_backward
 from .conv import PARALLEL_MIN_WORK
 from ..reference.nn_kernels import check_class_targets, check_gelu_approximate
@@ -335,6 +336,26 @@ def relu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
         # ravel() is a view of a contiguous array and a contiguous copy of anything else.
         _relu_backward_kernel(grad.ravel(), x.ravel(), dx.reshape(-1))
     return dx
+
+
+@njit(cache=True)
+def _erf_kernel(x, out):
+    for i in range(x.size):
+        # In float64, rounded once on the store: the reference's rule for float32.
+        out[i] = math.erf(np.float64(x[i]))
+
+
+def math_function(a: np.ndarray, name: str) -> np.ndarray:
+    """The reference's math functions, with erf as one compiled loop: NumPy has no erf ufunc, so
+    the reference calls Python's ``math.erf`` once per element. The others are NumPy's ufuncs
+    there already."""
+    if name != "erf":
+        return _reference_math_function(a, name)
+    a = np.asarray(a, order="C")
+    out = np.empty_like(a)
+    if a.size:
+        _erf_kernel(a.reshape(-1), out.reshape(-1))
+    return out
 
 
 def gelu_forward(x: np.ndarray, approximate: str) -> np.ndarray:

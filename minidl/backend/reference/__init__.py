@@ -45,6 +45,7 @@ class ReferenceBackend(Backend):
     log = staticmethod(array_ops.log)
     sqrt = staticmethod(array_ops.sqrt)
     tanh = staticmethod(array_ops.tanh)
+    math_function = staticmethod(array_ops.math_function)
     sigmoid = staticmethod(array_ops.sigmoid)
     relu = staticmethod(array_ops.relu)
     relu_backward = staticmethod(array_ops.relu_backward)

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from ..primitives import check_math_function
+
 
 # -- creation and transfer ---------------------------------------------------------------------
 
@@ -119,6 +121,23 @@ def sqrt(a):
 
 def tanh(a):
     return np.tanh(a)
+
+
+# math_function's names -> NumPy's ufunc of the same function.
+_NUMPY_MATH = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+               "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+               "acosh": np.arccosh, "atanh": np.arctanh}
+_erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf ufunc
+
+
+def math_function(a, name):
+    check_math_function(name)
+    if name == "erf":
+        # math.erf is exact to double precision; computing in float64 and rounding once keeps
+        # a float32 result within float32's own rounding of the true value.
+        return _erf(np.asarray(a, dtype=np.float64)).astype(a.dtype)
+    with np.errstate(all="ignore"):  # outside the domain the answer is nan or inf, as in NumPy
+        return _NUMPY_MATH[name](a)
 
 
 def abs(a):  # noqa: A001 - the primitive is named after the math

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..geometry import conv_output_size
+from ..conv_arithmetic import conv_output_size
 
 __all__ = ["im2col", "col2im"]
 

@@ -12,7 +12,7 @@ from .linear import Flatten, Identity, Linear  # noqa: F401
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
-from .conv_variants import Conv1d, ConvTranspose2d  # noqa: F401
+from .conv1d_and_transpose import Conv1d, ConvTranspose2d  # noqa: F401
 from .instance_norms import GroupNorm, InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .resampling import AdaptiveMaxPool2d, AvgPool1d, MaxPool1d, Upsample  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401

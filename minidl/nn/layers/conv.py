@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.conv import conv2d
-from ...ops.sizes import int_pair
+from ...ops.size_arguments import int_pair
 from .. import init
 from ..module import Module
 from ..parameter import Parameter

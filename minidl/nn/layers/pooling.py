@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...ops.sizes import int_pair, pool_window
+from ...ops.size_arguments import int_pair, pool_window
 from ...ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ..module import Module
 from ..registry import register_module

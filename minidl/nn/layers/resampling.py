@@ -4,7 +4,7 @@ AdaptiveMaxPool2d and Upsample."""
 from __future__ import annotations
 
 from ...ops.conv1d import avg_pool1d, max_pool1d
-from ...ops.sizes import single_int
+from ...ops.size_arguments import single_int
 from ...ops.resample import adaptive_max_pool2d, interpolate
 from ..module import Module
 from ..registry import register_module

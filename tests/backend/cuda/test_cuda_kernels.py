@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_helpers import backend, down, requires_cuda, up  # noqa: E402
 
-from minidl.backend.primitives import ALL_PRIMITIVES  # noqa: E402
+from minidl.backend.primitives import ALL_PRIMITIVES, MATH_FUNCTIONS  # noqa: E402
 from minidl.backend.reference import ReferenceBackend  # noqa: E402
 
 pytestmark = requires_cuda
@@ -200,6 +200,15 @@ def test_unary_math_matches_numpy_including_domain_edges(fn):
         else:
             same(fn, x, rtol=1e-6, atol=1e-7)
             same(fn, x.astype(np.float64), rtol=1e-14, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", MATH_FUNCTIONS)
+def test_math_functions_match_numpy_including_domain_edges_and_poles(name):
+    x = np.array([-800.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 800.0, np.inf, -np.inf,
+                  np.nan], np.float32)
+    with np.errstate(all="ignore"):
+        same("math_function", x, name, rtol=1e-6, atol=1e-7)
+        same("math_function", x.astype(np.float64), name, rtol=1e-14, atol=1e-300)
 
 
 def test_where_clip_and_logic():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.conv1d import conv1d, conv1d_padding
-from ...ops.sizes import int_pair, single_int
+from ...ops.size_arguments import int_pair, single_int
 from ...ops.conv_transpose import conv_transpose2d, output_padding_for
 from .. import init
 from ..module import Module

@@ -7,7 +7,7 @@ import pytest
 import minidl as md
 from minidl import nn
 from minidl.nn import functional as F
-from minidl.ops.sizes import int_pair, single_int
+from minidl.ops.size_arguments import int_pair, single_int
 
 
 def test_int_pair_and_single_int_accept_what_pytorch_accepts():
