@@ -8,19 +8,11 @@ import numpy as np
 import pytest
 
 import minidl as md
-import minidl.backend
 from opaque_backend import NAME, OpaqueBackend, register
-from test_backend_opaque import OPS
+# The same ops, and the same autouse fixture: CPU tensors on the NumPy reference underneath.
+from test_backend_opaque import OPS, reference_cpu  # noqa: F401
 
 register()
-
-
-@pytest.fixture(autouse=True)
-def reference_cpu():
-    minidl.backend.use_cpu_backend("numpy")
-    OpaqueBackend.reset()
-    yield
-    minidl.backend.use_cpu_backend(None)
 
 
 def second_derivatives(name, device):
