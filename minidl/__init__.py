@@ -43,8 +43,7 @@ from .io import (  # noqa: E402
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError, MissingFileError,
     UnsafeFileError, UnsupportedVersionError, save,
 )
-from .model_files import save_model  # noqa: E402
-from .placement import load, load_model  # noqa: E402  (map_location / device= on top of io)
+from .model_files import load, load_model, save_model  # noqa: E402
 
 
 def export_onnx(model, path, example_input, **options):

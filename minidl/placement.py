@@ -2,7 +2,8 @@
 
 Files hold plain arrays and say nothing about devices, so a checkpoint written from GPU tensors
 is the same file as one written from CPU tensors, and either loads anywhere. Where the values
-go is the loader's choice, made here, above the file format (which knows nothing of tensors).
+go is the loader's choice, made here, above the file format (which knows nothing of tensors):
+``md.load`` and ``md.load_model`` (``minidl.model_files``) read, and this module places.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 from .backend import canonical_device, get_backend
 
-__all__ = ["check_device", "to_device", "load", "load_model"]
+__all__ = ["check_device", "check_map_location", "apply_map_location", "to_device"]
 
 
 def check_device(device) -> str:
@@ -41,9 +42,10 @@ FILE_LOCATION = "cpu"
 and record no device, so every array is read as being on the CPU."""
 
 
-def _checked_map_location(map_location):
+def check_map_location(map_location):
     """``map_location`` with its devices checked: None, a device name, a dict of device names
-    (keys and values) or a callable."""
+    (keys and values) or a callable. Checked before a file is read, so that a typo in a
+    device costs no read."""
     if map_location is None or callable(map_location):
         return map_location
     if isinstance(map_location, dict):
@@ -73,34 +75,17 @@ def _map_arrays(value, function):
     return value
 
 
-def load(path, *, map_location=None, mmap: bool = False, verify: bool | None = None,
-         key: bytes | None = None):
-    """:func:`minidl.io.load`, with PyTorch's ``map_location``.
+def apply_map_location(value, map_location):
+    """``value``, as read from a file, with its arrays placed as PyTorch's ``map_location`` says.
 
-    Without it (or with ``"cpu"``) arrays come back as NumPy arrays, as the file holds them; with
-    another device (``"cuda:0"``, ``md.device("cuda")``) every array comes back as a Tensor on
-    that device. As in PyTorch, it may also be a dict mapping where arrays are to where they go
-    (arrays read from a file are on ``"cpu"``: ``{"cpu": "cuda:0"}``; other keys match nothing),
-    or a callable ``f(array, location)`` whose result (an array, a Tensor) replaces each array,
-    ``location`` being ``"cpu"``. Devices are checked before the file is read.
+    ``map_location`` is what :func:`check_map_location` returned. None (or ``"cpu"``) leaves
+    the arrays as NumPy arrays, as the file holds them; another device turns every array into
+    a Tensor on that device; a dict maps where arrays are (``"cpu"``: ``{"cpu": "cuda:0"}``;
+    other keys match nothing) to where they go; a callable ``f(array, "cpu")`` returns what
+    replaces each array (an array, a Tensor).
     """
-    from .io import load as load_file
-    map_location = _checked_map_location(map_location)
-    value = load_file(path, mmap=mmap, verify=verify, key=key)
     if callable(map_location):
         return _map_arrays(value, lambda array: map_location(array, FILE_LOCATION))
     if isinstance(map_location, dict):
         map_location = map_location.get(FILE_LOCATION)
     return value if map_location in (None, "cpu") else to_device(value, map_location)
-
-
-def load_model(path, *, device=None, key: bytes | None = None, mmap: bool = False,
-               verify: bool | None = None):
-    """:func:`minidl.model_files.load_model`, with the model's parameters and buffers put on
-    ``device``."""
-    from .model_files import load_model as load_model_file
-    device = None if device is None else check_device(device)
-    model = load_model_file(path, key=key, mmap=mmap, verify=verify)
-    if device not in (None, "cpu") and callable(getattr(model, "to", None)):
-        model.to(device)
-    return model

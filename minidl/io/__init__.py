@@ -7,7 +7,7 @@ optimizers or tensors.  Meanings that need the floors above -- a model file's to
 
 Layers, from high to low (each imports only those below it):
 
-* ``values`` (``save``/``load``)
+* ``values`` (``save``/``load``, ``stored_value``)
 * ``writer`` (``write_file``) and ``reader`` (``read_file``, ``read_header``)
 * ``header`` (msgpack schema and validation), ``crypto`` (AES-GCM), ``atomic``
   (``write_atomically``), ``checksum``, ``dtypes``, ``errors``
@@ -25,13 +25,13 @@ from minidl.io.errors import (
 from minidl.io.header import TensorRef, get_header_memory_limit, set_header_memory_limit
 from minidl.io.layout import MAJOR_VERSION, MINOR_VERSION
 from minidl.io.reader import FileHeader, read_contents, read_file, read_header, verify_file
-from minidl.io.values import decode_value, encode_value, load, save
+from minidl.io.values import decode_value, encode_value, load, save, stored_value
 from minidl.io.writer import write_file
 
 __all__ = [
     "save", "load",
     "write_file", "read_file", "read_contents", "read_header", "verify_file", "FileHeader",
-    "TensorRef", "encode_value", "decode_value", "write_atomically",
+    "TensorRef", "encode_value", "decode_value", "stored_value", "write_atomically",
     "MAJOR_VERSION", "MINOR_VERSION", "set_header_memory_limit", "get_header_memory_limit",
     "CheckpointError", "MissingFileError", "CorruptFileError", "NotAMinidlFileError",
     "ChecksumMismatchError", "UnsupportedVersionError", "UnsafeFileError", "DecryptionError",

@@ -390,15 +390,3 @@ def verify_file(path, *, key: bytes | None = None) -> FileHeader:
     info, _ = read_contents(path, mmap=True, verify=True, key=key)
     return info
 
-
-def model_contents(path, metadata: dict, tensors: dict) -> dict:
-    """The plain contents of a model file, ``{"spec": ..., "state_dict": {name: array}}``.
-
-    The format says only that a ``"model"`` file's metadata carries its topology as a
-    ``"spec"`` map; what the spec means is for :mod:`minidl.model_files` (one floor up),
-    which turns it back into a module.
-    """
-    spec = metadata.get("spec")
-    if not isinstance(spec, dict):
-        raise CorruptFileError(path, "model file has no topology ('spec' map) in its metadata")
-    return {"spec": spec, "state_dict": dict(tensors)}

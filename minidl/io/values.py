@@ -20,7 +20,7 @@ import numpy as np
 from minidl.io import layout
 from minidl.io.errors import CorruptFileError, WrongKindError
 from minidl.io.header import TensorRef
-from minidl.io.reader import model_contents, read_contents
+from minidl.io.reader import FileHeader, read_contents
 from minidl.io.state_tree import as_array, check_storable_leaf, check_tree
 from minidl.io.writer import write_file
 
@@ -106,17 +106,25 @@ def load(path, *, mmap: bool = False, verify: bool = True, key: bytes | None = N
 
     Every checksum is verified, also with ``mmap=True`` (read-only arrays mapped from the
     file, zero-copy).  ``verify=False`` trusts the tensor bytes unread (the header is
-    still checked): only for files known to be sound.  A model file loads as
-    ``{"spec": ..., "state_dict": {...}}``; a training checkpoint as its plain contents,
-    ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
-    "optimizer": {...}, ...}, ...}`` (``Checkpoint.restore`` puts them back into live objects).
+    still checked): only for files known to be sound.  A training checkpoint loads as its
+    plain contents (see :func:`stored_value`).  A model file is refused: its meaning belongs
+    to ``minidl.model_files`` (``minidl.load`` reads it as its spec and weights).
     Any problem with the file raises a ``CheckpointError`` naming it.
     """
     path = os.fspath(path)
     info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
+    return stored_value(path, info, tensors)
+
+
+def stored_value(path, info: FileHeader, tensors: dict[str, np.ndarray]):
+    """The value a file read by ``read_contents`` holds, its TensorRefs replaced by arrays.
+
+    A ``"values"`` file holds ``metadata["value"]``; a training checkpoint's metadata is a
+    value itself, ``{"step": ..., "metadata": {...}, "objects": {"model": {name: array},
+    "optimizer": {...}, ...}, ...}`` (``Checkpoint.restore`` puts it back into live objects).
+    Any other file stores no value here and raises ``WrongKindError``.
+    """
     metadata = info.metadata
-    if info.kind == "model":
-        return model_contents(path, metadata, tensors)
     if info.kind == "checkpoint" and isinstance(metadata.get("objects"), dict):
         return decode_value(path, metadata, tensors)
     if "value" not in metadata:

@@ -5,12 +5,16 @@ plain-data header) given a meaning that only the floors above it know: the heade
 is a module's topology (``minidl.nn.spec``), its tensors are that module's ``state_dict``,
 and a file that turns out to be ONNX goes to ``minidl.onnx``'s importer.  The package sits
 one floor above ``io``, ``nn`` and ``onnx`` so that the file format itself knows nothing of
-modules; ``minidl.save_model``/``minidl.load_model`` are its public face.
+modules; ``minidl.save_model``/``minidl.load_model`` and ``minidl.load`` are its public face.
 
-* ``model_file`` -- ``save_model`` and ``load_model`` for minidl's own format
+* ``model_file`` -- ``save_model`` and ``load_model`` for minidl's own format (``device=``
+  places the rebuilt module), and a model file's plain contents
+* ``plain_contents`` -- ``load``: any minidl file as plain values (a model file as its spec
+  and weights), with ``map_location``
 * ``routing`` -- which reader a file goes to, decided by its first bytes
 """
 
 from minidl.model_files.model_file import MODEL_SUFFIX, load_model, save_model
+from minidl.model_files.plain_contents import load
 
-__all__ = ["save_model", "load_model", "MODEL_SUFFIX"]
+__all__ = ["save_model", "load_model", "load", "MODEL_SUFFIX"]

@@ -15,14 +15,17 @@ from __future__ import annotations
 import os
 
 from minidl import random as md_random
-from minidl.io.errors import ModelSpecError, WrongKindError
-from minidl.io.reader import model_contents, read_contents
+from minidl.io.errors import CorruptFileError, ModelSpecError, WrongKindError
+from minidl.io.reader import read_contents
 from minidl.io.writer import write_file
 from minidl.model_files.routing import file_format, import_onnx_model
 from minidl.nn import init
 from minidl.nn.spec import module_from_spec, module_to_spec
+from minidl.placement import check_device
 
 MODEL_SUFFIX = ".mdl"
+MODEL_KIND = "model"
+"""The header ``kind`` of a model file (SPEC section 6)."""
 
 
 def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -> str:
@@ -45,12 +48,15 @@ def save_model(model, path, *, key: bytes | None = None, durable: bool = True) -
         path += MODEL_SUFFIX
     spec = module_to_spec(model)
     state = model.state_dict()
-    write_file(path, {"spec": spec}, dict(state), kind="model", key=key, durable=durable)
+    write_file(path, {"spec": spec}, dict(state), kind=MODEL_KIND, key=key, durable=durable)
     return path
 
 
-def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bool = True):
-    """Rebuild a module from a model file alone (ONNX models go to the ONNX importer).
+def load_model(path, *, device=None, key: bytes | None = None, mmap: bool = False,
+               verify: bool | None = None):
+    """Rebuild a module from a model file alone (ONNX models go to the ONNX importer), with
+    its parameters and buffers on ``device`` (``"cuda:0"``, ``md.device("cuda")``; default
+    the CPU, where the file's arrays are read).
 
     The file is trusted only as far as it was checked, in this order: the header; the
     topology, built from the closed registry with placeholders instead of weights (no
@@ -59,12 +65,22 @@ def load_model(path, *, key: bytes | None = None, mmap: bool = False, verify: bo
     are the tensors read, every checksum verified -- a model is always verified, so
     ``verify=False`` is refused -- and used as the module's weights without another copy.
     ``mmap=True`` maps them copy-on-write.  The module is returned in eval mode.  Every
-    problem with the file raises a ``CheckpointError`` naming it.
+    problem with the file raises a ``CheckpointError`` naming it; the device is checked
+    before the file is opened.
     """
     if verify is not True and verify is not None:
         raise ValueError("load_model always verifies the file: a model's weights are trusted "
                          "as a model; use minidl.load(path, verify=False) to read raw arrays")
+    device = None if device is None else check_device(device)
     path = os.fspath(path)
+    module = _read_module(path, key=key, mmap=mmap)
+    if device not in (None, "cpu") and callable(getattr(module, "to", None)):
+        module.to(device)
+    return module
+
+
+def _read_module(path: str, *, key, mmap: bool):
+    """The module a minidl or ONNX model file describes, in eval mode, on the CPU."""
     if file_format(path) == "onnx":
         return import_onnx_model(path)
     rng_state = md_random.get_rng_state()
@@ -96,9 +112,9 @@ def _build_for(path: str, info):
                                    "md.training.model_from_checkpoint(path) rebuilds the model "
                                    "of a checkpoint written by fit, md.load(path) reads its raw "
                                    "state")
-    if info.kind != "model":
+    if info.kind != MODEL_KIND:
         raise WrongKindError(path, f"holds a {info.kind!r} file, not a model (use minidl.load)")
-    spec = model_contents(path, info.metadata, {})["spec"]
+    spec = spec_of(path, info.metadata)
     try:
         with init.skip_init():
             module = module_from_spec(spec)
@@ -107,6 +123,21 @@ def _build_for(path: str, info):
                                    f"{type(exc).__name__}: {exc}") from None
     check_index_fits(path, module.state_dict(), info.entries)
     return module
+
+
+def spec_of(path, metadata: dict) -> dict:
+    """The topology a model file's metadata carries (SPEC section 6: ``{"spec": S}``), as
+    plain data; what it means is ``module_from_spec``'s business."""
+    spec = metadata.get("spec")
+    if not isinstance(spec, dict):
+        raise CorruptFileError(path, "model file has no topology ('spec' map) in its metadata")
+    return spec
+
+
+def model_contents(path, metadata: dict, tensors: dict) -> dict:
+    """The plain contents of a model file, ``{"spec": ..., "state_dict": {name: array}}``:
+    what ``minidl.load`` returns for one (no module is built)."""
+    return {"spec": spec_of(path, metadata), "state_dict": dict(tensors)}
 
 
 def check_index_fits(path, state: dict, entries) -> None:
