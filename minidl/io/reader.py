@@ -375,13 +375,14 @@ def read_file(path, *, mmap: bool = False, verify: bool = True,
     "checkpoint"); a file of another kind raises ``WrongKindError`` before any tensor
     is read.  TensorRef objects in ``metadata`` name entries of ``tensors``.
     """
-    if kind is not None:
-        info = read_header(path, key=key)
+    def check_kind(info: FileHeader) -> None:
         if info.kind != kind:
             raise WrongKindError(path, f"holds a {info.kind!r} file, not a {kind!r} file")
-    info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key)
-    if kind is not None and info.kind != kind:  # replaced between the two opens
-        raise WrongKindError(path, f"holds a {info.kind!r} file, not a {kind!r} file")
+
+    # The kind is checked on the header that the tensors are then read under: one open, one
+    # parse, so the file cannot be swapped between a check and the read it guards.
+    info, tensors = read_contents(path, mmap=mmap, verify=verify, key=key,
+                                  before_data=None if kind is None else check_kind)
     return info.metadata, tensors
 
 
