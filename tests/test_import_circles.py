@@ -19,8 +19,6 @@ KNOWN_CIRCLES = {
     # ``Tensor.backward`` runs the graph walk, and the walk hands gradients back as Tensors: one
     # concept (differentiating a tensor) in two files of the autograd floor.
     "tensor and its graph walk": ("minidl.autograd.tensor", "minidl.autograd.engine"),
-    # Sharded checkpoints write the format name and kind that ``checkpoint.py`` defines.
-    "checkpoint format names": ("minidl.checkpoint.checkpoint", "minidl.checkpoint.sharded"),
 }
 
 

@@ -8,6 +8,7 @@
 * :func:`latest_checkpoint` (``latest.py``) — the newest checkpoint file in a directory;
 * data-parallel jobs (``data_parallel.py``: rank 0 writes, every rank restores) and sharded
   optimizer state (``sharded.py``: a shard per rank, an index that commits them, merge).
+* ``formats.py`` — the kinds and format numbers a checkpoint file carries, named by both.
 
 Everything here is built on :mod:`minidl.io` (the file format) and on the
 ``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.

@@ -41,6 +41,7 @@ import numpy as np
 from minidl import random as md_random
 from minidl.checkpoint import naming, sharded
 from minidl.checkpoint.data_parallel import rng_for_this_rank
+from minidl.checkpoint.formats import CHECKPOINT_FORMAT, CHECKPOINT_KIND
 from minidl.io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
 from minidl.io import (
@@ -50,8 +51,6 @@ from minidl.optim.optimizer import Optimizer
 from minidl.placement import check_device
 from minidl.validation import check_number
 
-CHECKPOINT_KIND = "checkpoint"
-CHECKPOINT_FORMAT = 1
 _REQUIRED_FIELDS = ("checkpoint_format", "step", "metadata", "objects", "rng")
 
 

@@ -28,6 +28,8 @@ import os
 import re
 
 from minidl import distributed as dist
+from minidl.checkpoint.formats import (
+    CHECKPOINT_FORMAT, CHECKPOINT_KIND, SHARD_FORMAT, SHARD_KIND, SHARDED_CHECKPOINT_FORMAT)
 from minidl.io.state_tree import from_storable, to_storable
 from minidl.io.atomic import final_name_of_temp
 from minidl.io.reader import open_regular_file
@@ -35,9 +37,6 @@ from minidl.io import (
     CheckpointError, CorruptFileError, MissingFileError, decode_value, encode_value, read_file,
     write_file)
 
-SHARD_KIND = "checkpoint-shard"
-SHARD_FORMAT = 1
-SHARDED_CHECKPOINT_FORMAT = 2
 # [0-9], not \d: \d also matches the digits of other scripts.
 _SHARD_SUFFIX = re.compile(r"\.shard-([0-9]{5})-of-([0-9]{5})\.mdl")
 _SHARD_NAME = re.compile(r"(?P<stem>.+)" + _SHARD_SUFFIX.pattern, re.DOTALL)
@@ -203,8 +202,6 @@ def merge_checkpoint(index_path, output_path, *, key: bytes | None = None) -> st
     """Write the sharded checkpoint ``index_path`` as one ordinary checkpoint at
     ``output_path`` (the shards joined; a plain checkpoint is copied as it is). Returns the
     output path."""
-    from minidl.checkpoint.checkpoint import CHECKPOINT_KIND
-
     index_path, output_path = os.fspath(index_path), os.fspath(output_path)
     header, tensors = read_file(index_path, key=key, kind=CHECKPOINT_KIND)
     if not isinstance(header.get("objects"), dict):
@@ -221,8 +218,6 @@ def merge_checkpoint(index_path, output_path, *, key: bytes | None = None) -> st
 
 def _joined(index_path: str, header: dict, tensors: dict, key) -> tuple[dict, dict]:
     """The header and tensors of the format-1 checkpoint equivalent to an index's."""
-    from minidl.checkpoint.checkpoint import CHECKPOINT_FORMAT
-
     if "shards" in header:
         merged = read_shard_states(index_path, header, key=key)
         decoded = decode_value(index_path, {"metadata": header.get("metadata", {}),
