@@ -36,8 +36,9 @@ def model_from_checkpoint(path, *, key: bytes | None = None):
     topology (a checkpoint of your own loop, or a model with unregistered layers: rebuild the
     model in Python and load ``md.load(path)["objects"]["model"]`` into it).
     """
-    from ..io import CheckpointError, load
+    from ..io import CheckpointError
     from ..io.errors import ModelSpecError
+    from ..model_files import load  # md.load: any kind of file, a model file included
     from ..nn.spec import module_from_spec
 
     path = os.fspath(path)
