@@ -7,7 +7,9 @@ classes; nothing the file names is ever imported or called.  A user's own layer 
 only once the user's code has registered it (``minidl.nn.register_module``).
 
 File shape: kind ``"model"``, ``metadata = {"spec": <spec>}``, and one tensor per
-``state_dict()`` entry, named by its key, in ``state_dict`` order.
+``state_dict()`` entry, named by its key, in ``state_dict`` order.  That shape is read here
+and nowhere else: ``load_model`` builds the module from it (and puts it on ``device=``),
+``model_contents`` gives it as plain data for ``minidl.load``.
 """
 
 from __future__ import annotations

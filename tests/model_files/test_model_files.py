@@ -151,3 +151,23 @@ def test_onnx_files_are_dispatched_to_the_onnx_importer(tmp_path, monkeypatch):
     (tmp_path / "renamed.bin").write_bytes(b"\x08\x07")
     assert model_files.load_model(tmp_path / "renamed.bin") == "imported"
     assert calls == [str(tmp_path / "m.onnx"), str(tmp_path / "renamed.bin")]
+
+
+def test_the_public_loaders_are_the_model_files_ones():
+    # One load_model (device= included) and one md.load, owned by model_files: no second
+    # wrapper that could drift from them.
+    assert md.load_model is model_files.load_model
+    assert md.load is model_files.load
+
+
+def test_load_model_checks_its_device_before_opening_the_file(tmp_path):
+    with pytest.raises(ValueError, match="unknown device 'gpu:0'"):
+        model_files.load_model(tmp_path / "missing.mdl", device="gpu:0")
+
+
+def test_load_model_on_the_cpu_device_gives_the_module_as_read(tmp_path):
+    model = small_model()
+    model_files.save_model(model, tmp_path / "m.mdl")
+    rebuilt = model_files.load_model(tmp_path / "m.mdl", device=md.device("cpu"))
+    assert {p.device for p in rebuilt.parameters()} == {"cpu"}
+    np.testing.assert_array_equal(rebuilt[0].weight.numpy(), model[0].weight.numpy())
