@@ -1,0 +1,172 @@
+"""Summing flat buffers in GPU memory across the ranks: through NCCL, or through MPI by way of
+the host.
+
+Data-parallel training with the model on a GPU sums its gradient buckets here
+(:mod:`minidl.nn.parallel.device_buckets`). Two implementations of one seam, a
+:class:`DeviceCollective`:
+
+* :class:`NcclCollective`: NVIDIA's NCCL, reached through ``nccl4py`` (``pip install
+  minidl[nccl]``), sums the buffer where it lies, GPU to GPU (NVLink, PCIe or the network),
+  queued on the default stream behind the kernels that packed it and ahead of the ones that read
+  it: no host round trip and no wait for the host. The communicator is made once per device: rank
+  0 asks NCCL for a unique id, the MPI group carries its 128 bytes to the others, and every rank
+  joins with it. NCCL sums in an order fixed by the ranks and the buffer's size, so the same
+  buckets give the same bits every run.
+* :class:`StagedMpiCollective`: without NCCL (or on numba's simulator) the buffer goes to the
+  host in one copy, MPI sums it, and it comes back in one copy: two crossings per bucket rather
+  than two per parameter.
+
+Which one a job uses is decided by :func:`device_collective`: NCCL when ``nccl4py`` can be
+imported and the GPU is a real one, else staged through MPI; ``init_process_group("nccl")``
+insists on NCCL and raises naming the extra when it is missing. CPU tensors never come here:
+MPI sums them in place (:mod:`.collectives`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .agreement import check_same_on_all_ranks
+from .collectives import broadcast, start_all_reduce
+from .process_group import (
+    DistributedError, communicator, get_backend, get_rank, get_world_size,
+)
+
+NCCL_EXTRA_HINT = "install it with `pip install 'minidl[nccl]'` (the nccl4py package)"
+
+
+class PendingSum:
+    """A started sum: the MPI requests to wait for (none for NCCL, whose work is queued on the
+    stream), then :meth:`result`, the device array holding the sum."""
+
+    def __init__(self, requests: list, result):
+        self.requests = requests
+        self._result = result
+
+    def result(self):
+        """The summed values (a :class:`~minidl.backend.cuda.device.DeviceArray`), once the
+        requests are complete."""
+        return self._result() if callable(self._result) else self._result
+
+
+class DeviceCollective:
+    """The seam: sum a flat device array over the ranks. Every rank starts the same buffers (same
+    sizes and dtypes) in the same order, after the ranks have met
+    (:func:`~minidl.distributed.process_group.wait_for_all`)."""
+
+    name = "abstract"
+
+    def start(self, values) -> PendingSum:
+        """Start summing ``values`` (a flat ``DeviceArray``) over the ranks."""
+        raise NotImplementedError
+
+
+class StagedMpiCollective(DeviceCollective):
+    """Through the host: one device-to-host copy, MPI's non-blocking all-reduce, and one
+    host-to-device copy when the sum is complete."""
+
+    name = "mpi"
+
+    def __init__(self, device_index: int):
+        self.device_index = device_index
+
+    def start(self, values) -> PendingSum:
+        from minidl.backend.cuda.device import download, upload
+        with _on_device(self.device_index):
+            host = np.ascontiguousarray(download(values))
+        request = start_all_reduce(host)
+
+        def back_on_device():
+            with _on_device(self.device_index):
+                return upload(host)
+        return PendingSum([request] if request is not None else [], back_on_device)
+
+
+class NcclCollective(DeviceCollective):
+    """NCCL's in-place all-reduce on the default stream, over a communicator of every rank's
+    GPU ``device_index`` (one per rank)."""
+
+    name = "nccl"
+
+    def __init__(self, device_index: int):
+        nccl = import_nccl()
+        self.device_index = device_index
+        self.nccl = nccl
+        # Rank 0 makes the id; the MPI group hands it to every rank (a collective).
+        unique_id = np.frombuffer(bytes(nccl.get_unique_id()), np.uint8).copy() \
+            if get_rank() == 0 else np.zeros(_unique_id_bytes(nccl), np.uint8)
+        broadcast(unique_id, src=0)
+        with _on_device(device_index):
+            self.comm = nccl.Communicator.init(get_world_size(), get_rank(),
+                                               nccl.UniqueId.from_bytes(unique_id.tobytes()))
+
+    def start(self, values) -> PendingSum:
+        flat = values.buffer[:values.size]
+        with _on_device(self.device_index):
+            # Stream None: the default stream, where every kernel of the backend runs, so the
+            # sum starts after the pack and the divide waits for the sum, with no host wait.
+            self.comm.allreduce(flat, flat, self.nccl.NcclRedOp.SUM)
+        return PendingSum([], values)
+
+
+def import_nccl():
+    """``nccl.core`` from nccl4py, or ``DistributedError`` saying how to install it."""
+    try:
+        import nccl.core as nccl
+    except ImportError as exc:
+        raise DistributedError(f"NCCL was asked for but nccl4py is not installed; "
+                               f"{NCCL_EXTRA_HINT}") from exc
+    return nccl
+
+
+def nccl_available() -> bool:
+    """Whether NCCL can carry CUDA tensors here: nccl4py imports and the GPU is a real one
+    (numba's simulator has no device memory NCCL could reach)."""
+    from minidl.backend.cuda.simulator import SIMULATED
+    if SIMULATED:
+        return False
+    try:
+        import nccl.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_collectives: dict = {}  # device index -> (the MPI communicator it was made in, collective)
+
+
+def device_collective(device_index: int) -> DeviceCollective:
+    """The collective that sums this rank's buffers on GPU ``device_index``: made once per device
+    and process group, a collective call the first time (every rank asks for its own device
+    together)."""
+    group = communicator()
+    made = _collectives.get(device_index)
+    if made is not None and made[0] is group:
+        return made[1]
+    available = nccl_available()
+    # Every rank must take the same road, or their collectives would never meet.
+    check_same_on_all_ranks("the device collective", {"nccl available": available})
+    if get_backend() == "nccl" and not available:
+        from minidl.backend.cuda.simulator import SIMULATED
+        if SIMULATED:
+            raise DistributedError("init_process_group('nccl'): CUDA runs on numba's simulator "
+                                   "(NUMBA_ENABLE_CUDASIM=1), which NCCL cannot reach; use "
+                                   "the default backend 'mpi'")
+        import_nccl()
+    collective = (NcclCollective if available else StagedMpiCollective)(device_index)
+    _collectives[device_index] = (group, collective)
+    return collective
+
+
+def _unique_id_bytes(nccl) -> int:
+    return len(bytes(nccl.get_unique_id(empty=True)))
+
+
+@contextlib.contextmanager
+def _on_device(index: int):
+    """Make GPU ``index`` current while the block runs (numba's context for that device)."""
+    from numba import cuda
+    with cuda.gpus[index]:
+        yield
