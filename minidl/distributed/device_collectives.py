@@ -17,7 +17,7 @@ Data-parallel training with the model on a GPU sums its gradient buckets here
   than two per parameter.
 
 Which one a job uses is decided by :func:`device_collective`: NCCL when ``nccl4py`` can be
-imported and the GPU is a real one, else staged through MPI; ``init_process_group("nccl")``
+imported, finds the NCCL library and the GPU is a real one, else staged through MPI; ``init_process_group("nccl")``
 insists on NCCL and raises naming the extra when it is missing. CPU tensors never come here:
 MPI sums them in place (:mod:`.collectives`).
 """
@@ -95,8 +95,10 @@ class NcclCollective(DeviceCollective):
         self.device_index = device_index
         self.nccl = nccl
         # Rank 0 makes the id; the MPI group hands it to every rank (a collective).
-        unique_id = np.frombuffer(bytes(nccl.get_unique_id()), np.uint8).copy() \
-            if get_rank() == 0 else np.zeros(_unique_id_bytes(nccl), np.uint8)
+        if get_rank() == 0:
+            unique_id = np.frombuffer(bytes(nccl.get_unique_id()), np.uint8).copy()
+        else:
+            unique_id = np.zeros(len(bytes(nccl.get_unique_id(empty=True))), np.uint8)
         broadcast(unique_id, src=0)
         with _on_device(device_index):
             self.comm = nccl.Communicator.init(get_world_size(), get_rank(),
@@ -106,7 +108,7 @@ class NcclCollective(DeviceCollective):
         flat = values.buffer[:values.size]
         with _on_device(self.device_index):
             # Stream None: the default stream, where every kernel of the backend runs, so the
-            # sum starts after the pack and the divide waits for the sum, with no host wait.
+            # sum starts after the pack and the unpack runs after the sum, with no host wait.
             self.comm.allreduce(flat, flat, self.nccl.NcclRedOp.SUM)
         return PendingSum([], values)
 
@@ -121,17 +123,27 @@ def import_nccl():
     return nccl
 
 
-def nccl_available() -> bool:
-    """Whether NCCL can carry CUDA tensors here: nccl4py imports and the GPU is a real one
-    (numba's simulator has no device memory NCCL could reach)."""
+def nccl_problem() -> str | None:
+    """Why NCCL cannot carry CUDA tensors here, or None when it can: nccl4py imports, finds the
+    NCCL library, and the GPU is a real one (numba's simulator has no device memory NCCL could
+    reach)."""
     from minidl.backend.cuda.simulator import SIMULATED
     if SIMULATED:
-        return False
+        return "CUDA runs on numba's simulator (NUMBA_ENABLE_CUDASIM=1), which NCCL cannot reach"
     try:
-        import nccl.core  # noqa: F401
+        import nccl.core as nccl
     except ImportError:
-        return False
-    return True
+        return f"nccl4py is not installed; {NCCL_EXTRA_HINT}"
+    try:
+        nccl.get_version()  # loads libnccl, which nccl4py's cu12/cu13 extras bring
+    except Exception as exc:  # nccl4py raises its loader's own error types
+        return f"nccl4py cannot load the NCCL library ({exc}); {NCCL_EXTRA_HINT}"
+    return None
+
+
+def nccl_available() -> bool:
+    """Whether NCCL can carry CUDA tensors here (:func:`nccl_problem` finds nothing)."""
+    return nccl_problem() is None
 
 
 _collectives: dict = {}  # device index -> (the MPI communicator it was made in, collective)
@@ -145,23 +157,15 @@ def device_collective(device_index: int) -> DeviceCollective:
     made = _collectives.get(device_index)
     if made is not None and made[0] is group:
         return made[1]
-    available = nccl_available()
+    problem = nccl_problem()
     # Every rank must take the same road, or their collectives would never meet.
-    check_same_on_all_ranks("the device collective", {"nccl available": available})
-    if get_backend() == "nccl" and not available:
-        from minidl.backend.cuda.simulator import SIMULATED
-        if SIMULATED:
-            raise DistributedError("init_process_group('nccl'): CUDA runs on numba's simulator "
-                                   "(NUMBA_ENABLE_CUDASIM=1), which NCCL cannot reach; use "
-                                   "the default backend 'mpi'")
-        import_nccl()
+    check_same_on_all_ranks("the device collective", {"nccl": problem is None})
+    if problem is not None and get_backend() == "nccl":
+        raise DistributedError(f"init_process_group('nccl'): {problem}")
+    available = problem is None
     collective = (NcclCollective if available else StagedMpiCollective)(device_index)
     _collectives[device_index] = (group, collective)
     return collective
-
-
-def _unique_id_bytes(nccl) -> int:
-    return len(bytes(nccl.get_unique_id(empty=True)))
 
 
 @contextlib.contextmanager
