@@ -1,8 +1,8 @@
-"""Summing flat buffers in GPU memory across the ranks: through NCCL, or through MPI by way of
-the host.
+"""Summing and broadcasting flat buffers in GPU memory across the ranks: through NCCL, or
+through MPI by way of the host.
 
-Data-parallel training with the model on a GPU sums its gradient buckets here
-(:mod:`minidl.nn.parallel.device_buckets`). Two implementations of one seam, a
+Data-parallel training with the model on a GPU sums its gradient buckets here, and gives every
+rank rank 0's buffers (:mod:`minidl.nn.parallel.device_buckets`). Two implementations of one seam, a
 :class:`DeviceCollective`:
 
 * :class:`NcclCollective`: NVIDIA's NCCL, reached through ``nccl4py`` (``pip install
@@ -29,7 +29,7 @@ import contextlib
 import numpy as np
 
 from .agreement import check_same_on_all_ranks
-from .collectives import broadcast, start_all_reduce
+from .collectives import broadcast, start_all_reduce, start_broadcast
 from .process_group import (
     DistributedError, communicator, get_backend, get_rank, get_world_size,
 )
@@ -37,29 +37,33 @@ from .process_group import (
 NCCL_EXTRA_HINT = "install it with `pip install 'minidl[nccl]'` (the nccl4py package)"
 
 
-class PendingSum:
-    """A started sum: the MPI requests to wait for (none for NCCL, whose work is queued on the
-    stream), then :meth:`result`, the device array holding the sum."""
+class Pending:
+    """A started collective: the MPI requests to wait for (none for NCCL, whose work is queued
+    on the stream), then :meth:`result`, the device array holding what it computed."""
 
     def __init__(self, requests: list, result):
         self.requests = requests
         self._result = result
 
     def result(self):
-        """The summed values (a :class:`~minidl.backend.cuda.device.DeviceArray`), once the
-        requests are complete."""
+        """The values (a :class:`~minidl.backend.cuda.device.DeviceArray`), once the requests
+        are complete."""
         return self._result() if callable(self._result) else self._result
 
 
 class DeviceCollective:
-    """The seam: sum a flat device array over the ranks. Every rank starts the same buffers (same
-    sizes and dtypes) in the same order, after the ranks have met
+    """The seam: sum or broadcast a flat device array over the ranks. Every rank starts the same
+    buffers (same sizes and dtypes) in the same order, after the ranks have met
     (:func:`~minidl.distributed.process_group.wait_for_all`)."""
 
     name = "abstract"
 
-    def start(self, values) -> PendingSum:
+    def start(self, values) -> Pending:
         """Start summing ``values`` (a flat ``DeviceArray``) over the ranks."""
+        raise NotImplementedError
+
+    def start_broadcast(self, values, src: int = 0) -> Pending:
+        """Start overwriting ``values`` (a flat ``DeviceArray``) with rank ``src``'s."""
         raise NotImplementedError
 
 
@@ -72,16 +76,22 @@ class StagedMpiCollective(DeviceCollective):
     def __init__(self, device_index: int):
         self.device_index = device_index
 
-    def start(self, values) -> PendingSum:
+    def start(self, values) -> Pending:
+        return self._through_host(values, start_all_reduce)
+
+    def start_broadcast(self, values, src: int = 0) -> Pending:
+        return self._through_host(values, lambda host: start_broadcast(host, src))
+
+    def _through_host(self, values, start_mpi) -> Pending:
         from minidl.backend.cuda.device import download, upload
         with _on_device(self.device_index):
             host = np.ascontiguousarray(download(values))
-        request = start_all_reduce(host)
+        request = start_mpi(host)
 
         def back_on_device():
             with _on_device(self.device_index):
                 return upload(host)
-        return PendingSum([request] if request is not None else [], back_on_device)
+        return Pending([request] if request is not None else [], back_on_device)
 
 
 class NcclCollective(DeviceCollective):
@@ -104,13 +114,19 @@ class NcclCollective(DeviceCollective):
             self.comm = nccl.Communicator.init(get_world_size(), get_rank(),
                                                nccl.UniqueId.from_bytes(unique_id.tobytes()))
 
-    def start(self, values) -> PendingSum:
+    def start(self, values) -> Pending:
         flat = values.buffer[:values.size]
         with _on_device(self.device_index):
             # Stream None: the default stream, where every kernel of the backend runs, so the
             # sum starts after the pack and the unpack runs after the sum, with no host wait.
             self.comm.allreduce(flat, flat, self.nccl.NcclRedOp.SUM)
-        return PendingSum([], values)
+        return Pending([], values)
+
+    def start_broadcast(self, values, src: int = 0) -> Pending:
+        flat = values.buffer[:values.size]
+        with _on_device(self.device_index):
+            self.comm.broadcast(flat, flat, src)  # in place: the same buffer twice
+        return Pending([], values)
 
 
 def import_nccl():

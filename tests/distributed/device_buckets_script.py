@@ -1,12 +1,16 @@
 """Data-parallel gradients of a model on a GPU (numba's simulator here), summed on the device.
 
-Usage: mpiexec -n 2 python device_buckets_script.py [--no-overlap]
+Usage: mpiexec -n 2 python device_buckets_script.py [--no-overlap | --batchnorm]
 
 Each rank runs DistributedDataParallel over a small MLP on "cuda" (one Linear left unused, so
 its gradients stay None) and checks bit for bit that the averaged gradients equal the host
 computation the per-parameter path made: the ranks' gradients summed, then divided by the
-world size, in float32. Rank 0 prints for each rank "rank R collective NAME buckets B crossings
-C1 C2 C3", the host<->device copies (to_numpy + from_numpy + checks) of each of 3 backward passes.
+world size, in float32 (in 2 buckets). Rank 0 prints for each rank "rank R collective NAME
+crossings C1 C2 C3", the host<->device copies (to_numpy + from_numpy + checks) of each of 3 backward passes.
+
+With ``--batchnorm`` it checks instead that each training forward starts from rank 0's
+BatchNorm statistics (bit for bit: the statistics after the forward equal those of a copy given
+rank 0's before it), and counts the copies of each of 3 forward passes.
 """
 
 import sys
@@ -37,7 +41,49 @@ def crossings() -> int:
     return transfers["to_numpy"] + transfers["from_numpy"] + transfers["checks"]
 
 
+def collective_name(ddp) -> str:
+    collective = getattr(ddp._buckets[0], "collective", None)  # a host bucket has none
+    return collective.name if collective is not None else "none"
+
+
+def report(rank, name, counts):
+    everyone = dist.all_gather_object([name, counts])  # one printer: lines never interleave
+    if rank == 0:
+        for r, (name, per_step) in enumerate(everyone):
+            print(f"rank {r} collective {name} crossings " + " ".join(map(str, per_step)),
+                  flush=True)
+
+
+def check_batchnorm_statistics():
+    dist.init_process_group()
+    rank = dist.get_rank()
+    md.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 3))
+    model.to("cuda")
+    plain = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 3))
+    plain.to("cuda")
+    ddp = DistributedDataParallel(model)
+    rng = np.random.default_rng(rank)
+    counts = []
+    for step in range(3):
+        x = md.tensor(rng.standard_normal((4, 4)).astype(np.float32)).to("cuda")
+        state = {name: np.array(value) for name, value in model.state_dict().items()}
+        for value in state.values():
+            dist.broadcast(value, src=0)  # rank 0's state, through the host
+        plain.load_state_dict(state)
+        before = crossings()
+        ddp(x)
+        counts.append(crossings() - before)
+        plain(x)
+        for (name, got), (_, expected) in zip(model.named_buffers(), plain.named_buffers()):
+            if not np.array_equal(got.numpy(), expected.numpy()):
+                raise AssertionError(f"step {step} {name}: {got.numpy()} != {expected.numpy()}")
+    report(rank, collective_name(ddp), counts)
+
+
 def main():
+    if "--batchnorm" in sys.argv:
+        return check_batchnorm_statistics()
     overlap = "--no-overlap" not in sys.argv
     dist.init_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -70,13 +116,8 @@ def main():
             assert got.dtype == np.float32 and param.grad.device == param.device, name
             if not np.array_equal(got, expected):
                 raise AssertionError(f"step {step} {name}: {got} != {expected}")
-    collective = getattr(buckets[0], "collective", None)  # a host bucket has none
-    mine = [collective.name if collective is not None else "none", len(buckets), counts]
-    everyone = dist.all_gather_object(mine)  # one printer: the ranks' lines never interleave
-    if rank == 0:
-        for r, (name, count, per_step) in enumerate(everyone):
-            print(f"rank {r} collective {name} buckets {count} crossings "
-                  + " ".join(map(str, per_step)), flush=True)
+    assert len(buckets) == 2, buckets
+    report(rank, collective_name(ddp), counts)
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,8 @@ the host bucket of :mod:`minidl.nn.parallel.buckets`, and the results equal it b
   as NumPy's does.
 * **unpack**: ``out_t[i] = bucket[offset_t + i] / total_weight`` in the bucket's dtype (IEEE
   division is correctly rounded on both sides), into a new array per parameter: the bucket is
-  reused by the next step, the gradients are the user's to keep.
+  reused by the next step, the gradients are the user's to keep. Without a divisor it copies
+  (how rank 0's buffers, broadcast in one flat array, are handed back).
 
 Each is one launch per :data:`TENSORS_PER_LAUNCH` gradients, found through a table of arrays as
 the multi-tensor optimizer kernels find theirs.
@@ -56,6 +57,16 @@ def _unpack(total, starts, offsets, outs, divisor, bucket):
         outs[t][i] = bucket[offsets[t] + i] / divisor
 
 
+@cuda.jit
+def _unpack_copy(total, starts, offsets, outs, bucket):
+    # (a kernel of its own: ``/`` of integers is a float in numba, and broadcast buffers may be
+    # integers)
+    for e in range(cuda.grid(1), total, cuda.gridsize(1)):
+        t = _find(e, starts)
+        i = e - starts[t]
+        outs[t][i] = bucket[offsets[t] + i]
+
+
 def _launches(arrays: list, offsets: list):
     """(total, starts, offsets, buffers) of each launch over the non-empty ``arrays``."""
     entries = [(array, int(offset)) for array, offset in zip(arrays, offsets) if array.size]
@@ -87,12 +98,15 @@ def pack(bucket: DeviceArray, grads: list, offsets: list, weight) -> None:
                                bucket.buffer)
 
 
-def unpack(bucket: DeviceArray, shapes: list, offsets: list, divisor) -> list:
+def unpack(bucket: DeviceArray, shapes: list, offsets: list, divisor=None) -> list:
     """New arrays of ``shapes``, each read from the flat ``bucket`` at its offset and divided
-    by ``divisor`` in the bucket's dtype."""
+    by ``divisor`` in the bucket's dtype (None: copied as they are)."""
     outs = [empty(shape, bucket.dtype) for shape in shapes]
-    divisor = bucket.dtype.type(divisor)
     for total, starts, table_offsets, buffers in _launches(outs, offsets):
         blocks, threads = launch(total)
-        _unpack[blocks, threads](total, starts, table_offsets, buffers, divisor, bucket.buffer)
+        if divisor is None:
+            _unpack_copy[blocks, threads](total, starts, table_offsets, buffers, bucket.buffer)
+        else:
+            _unpack[blocks, threads](total, starts, table_offsets, buffers,
+                                     bucket.dtype.type(divisor), bucket.buffer)
     return outs

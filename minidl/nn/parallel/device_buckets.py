@@ -18,6 +18,10 @@ What the host bucket carries after its values -- a presence flag per parameter a
 weight -- is known on the host without looking at the device, so it travels as a small host
 array summed by MPI beside the values: no read of the device decides which gradients exist.
 
+:func:`broadcast_on_device` gives every rank rank 0's tensors (the parameters at wrap time,
+BatchNorm's statistics at each training forward) the same way: packed into one flat array per
+dtype, broadcast, and copied back out.
+
 Same numbers: the pack multiplies and the unpack divides in the bucket's dtype exactly as the
 host bucket does, and the layout (which parameters, in which order, at which offsets) depends
 only on the model, so every rank sums the same buffers in the same order.
@@ -30,7 +34,7 @@ import numpy as np
 from minidl.autograd.tensor import Tensor
 from minidl.distributed.collectives import start_all_reduce
 from minidl.distributed.device_collectives import device_collective
-from minidl.distributed.process_group import get_world_size
+from minidl.distributed.process_group import get_world_size, wait_for_all, wait_for_requests
 
 
 class DeviceBucket:
@@ -109,3 +113,36 @@ class DeviceBucket:
     def _on_device(self):
         from numba import cuda
         return cuda.gpus[self.device_index]
+
+
+def broadcast_on_device(tensors: list, src: int = 0) -> list:
+    """Overwrite ``tensors`` (on GPUs, in the same order on every rank) with rank ``src``'s:
+    one flat array per GPU and dtype, packed, broadcast by the device collective and unpacked.
+    A collective. Returns the tensors it left alone (dtypes of fewer than 4 bytes, or bool,
+    which the kernels do not take: the caller sends them through the host)."""
+    from minidl.backend.cuda import gradient_buckets
+    from minidl.backend.cuda.device import empty
+    from numba import cuda
+    groups: dict = {}
+    left = []
+    for tensor in tensors:
+        if tensor.dtype.kind in "iuf" and tensor.dtype.itemsize >= 4:
+            groups.setdefault((tensor.backend.index, tensor.dtype.str), []).append(tensor)
+        else:
+            left.append(tensor)
+    for (index, _), group in groups.items():
+        sizes = [t.numel() for t in group]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        dtype = group[0].dtype
+        with cuda.gpus[index]:
+            flat = empty((int(offsets[-1]),), dtype)
+            gradient_buckets.pack(flat, [t.data for t in group], offsets[:-1], 1)
+        wait_for_all("broadcast", f"{int(offsets[-1])} {dtype.str} on device {src}")
+        pending = device_collective(index).start_broadcast(flat, src)
+        wait_for_requests(pending.requests, "broadcast")
+        with cuda.gpus[index]:
+            values = gradient_buckets.unpack(pending.result(), [t.shape for t in group],
+                                             offsets[:-1])
+        for tensor, value in zip(group, values):
+            tensor.data = value
+    return left

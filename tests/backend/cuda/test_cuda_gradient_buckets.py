@@ -64,3 +64,17 @@ def test_a_gradient_of_another_dtype_is_refused():
     from minidl.backend.cuda.movement import zeros
     with pytest.raises(TypeError, match="float64 gradient does not fit a float32 bucket"):
         gradient_buckets.pack(zeros((4,), np.float32), [up(np.zeros(4))], [0], 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32])
+def test_without_a_divisor_unpack_copies_what_pack_packed(dtype):
+    from minidl.backend.cuda import gradient_buckets
+    from minidl.backend.cuda.movement import zeros
+    arrays = [np.arange(6, dtype=dtype).reshape(2, 3) - 2, np.array([7], dtype), np.zeros(0, dtype)]
+    flat = zeros((7,), dtype)
+    gradient_buckets.pack(flat, up(arrays), [0, 6, 7], 1)
+    np.testing.assert_array_equal(down(flat), np.concatenate([a.ravel() for a in arrays]))
+    copies = gradient_buckets.unpack(flat, [a.shape for a in arrays], [0, 6, 7])
+    for copy, array in zip(copies, arrays):
+        assert copy.dtype == dtype and copy.shape == array.shape
+        np.testing.assert_array_equal(down(copy), array)
