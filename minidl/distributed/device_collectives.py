@@ -2,24 +2,24 @@
 through MPI by way of the host.
 
 Data-parallel training with the model on a GPU sums its gradient buckets here, and gives every
-rank rank 0's buffers (:mod:`minidl.nn.parallel.device_buckets`). Two implementations of one seam, a
-:class:`DeviceCollective`:
+rank rank 0's buffers (:mod:`minidl.nn.parallel.device_buckets`). Two implementations of one
+seam, a :class:`DeviceCollective`:
 
 * :class:`NcclCollective`: NVIDIA's NCCL, reached through ``nccl4py`` (``pip install
-  minidl[nccl]``), sums the buffer where it lies, GPU to GPU (NVLink, PCIe or the network),
-  queued on the default stream behind the kernels that packed it and ahead of the ones that read
-  it: no host round trip and no wait for the host. The communicator is made once per device: rank
-  0 asks NCCL for a unique id, the MPI group carries its 128 bytes to the others, and every rank
-  joins with it. NCCL sums in an order fixed by the ranks and the buffer's size, so the same
-  buckets give the same bits every run.
+  'minidl[nccl]'``), sums the buffer where it lies, GPU to GPU (NVLink, PCIe or the network),
+  on a stream of its own fenced by events after the kernels that packed it and before the ones
+  that read it: no host round trip, no wait for the host, and backward's kernels run meanwhile.
+  The communicator is made once per device: rank 0 asks NCCL for a unique id, the MPI group
+  carries its 128 bytes to the others, and every rank joins with it. NCCL sums in an order fixed
+  by the ranks and the buffer's size, so the same buckets give the same bits every run.
 * :class:`StagedMpiCollective`: without NCCL (or on numba's simulator) the buffer goes to the
   host in one copy, MPI sums it, and it comes back in one copy: two crossings per bucket rather
   than two per parameter.
 
 Which one a job uses is decided by :func:`device_collective`: NCCL when ``nccl4py`` can be
-imported, finds the NCCL library and the GPU is a real one, else staged through MPI; ``init_process_group("nccl")``
-insists on NCCL and raises naming the extra when it is missing. CPU tensors never come here:
-MPI sums them in place (:mod:`.collectives`).
+imported, finds the NCCL library and the GPU is a real one, else staged through MPI;
+``init_process_group("nccl")`` insists on NCCL and raises saying what is missing. CPU tensors
+never come here: MPI sums them in place (:mod:`.collectives`).
 """
 
 from __future__ import annotations
@@ -95,8 +95,19 @@ class StagedMpiCollective(DeviceCollective):
 
 
 class NcclCollective(DeviceCollective):
-    """NCCL's in-place all-reduce on the default stream, over a communicator of every rank's
-    GPU ``device_index`` (one per rank)."""
+    """NCCL's in-place all-reduce and broadcast over a communicator of every rank's GPU
+    ``device_index`` (one per rank), on a stream of their own.
+
+    Streams: the backend's kernels all run on the default stream, in order. A collective queued
+    there would wait for every kernel before it and hold up every kernel after it, so backward
+    could not compute the earlier layers' gradients while the later ones travel. Each
+    collective therefore runs on this communicator's own stream, fenced by two events: the
+    stream waits for an event recorded on the default stream after the pack, and the default
+    stream waits (on the GPU: the host never blocks) for an event recorded after the collective,
+    just before the unpack reads the result. Between the two, backward's kernels and NCCL run
+    side by side. The buffers the collective touches stay referenced until after that wait, so
+    the caching allocator's default-stream rule still holds.
+    """
 
     name = "nccl"
 
@@ -110,23 +121,37 @@ class NcclCollective(DeviceCollective):
         else:
             unique_id = np.zeros(len(bytes(nccl.get_unique_id(empty=True))), np.uint8)
         broadcast(unique_id, src=0)
+        from numba import cuda
         with _on_device(device_index):
             self.comm = nccl.Communicator.init(get_world_size(), get_rank(),
                                                nccl.UniqueId.from_bytes(unique_id.tobytes()))
+            self.stream = cuda.stream()
 
     def start(self, values) -> Pending:
-        flat = values.buffer[:values.size]
-        with _on_device(self.device_index):
-            # Stream None: the default stream, where every kernel of the backend runs, so the
-            # sum starts after the pack and the unpack runs after the sum, with no host wait.
-            self.comm.allreduce(flat, flat, self.nccl.NcclRedOp.SUM)
-        return Pending([], values)
+        return self._on_own_stream(values, lambda flat: self.comm.allreduce(
+            flat, flat, self.nccl.NcclRedOp.SUM, stream=self.stream))
 
     def start_broadcast(self, values, src: int = 0) -> Pending:
+        # In place: the same buffer as source and destination.
+        return self._on_own_stream(values, lambda flat: self.comm.broadcast(
+            flat, flat, src, stream=self.stream))
+
+    def _on_own_stream(self, values, collective) -> Pending:
+        from numba import cuda
         flat = values.buffer[:values.size]
         with _on_device(self.device_index):
-            self.comm.broadcast(flat, flat, src)  # in place: the same buffer twice
-        return Pending([], values)
+            packed = cuda.event(timing=False)
+            packed.record(cuda.default_stream())
+            packed.wait(self.stream)
+            collective(flat)
+            done = cuda.event(timing=False)
+            done.record(self.stream)
+
+        def after_the_collective():
+            with _on_device(self.device_index):
+                done.wait(cuda.default_stream())  # the GPU waits, the host goes on
+            return values
+        return Pending([], after_the_collective)
 
 
 def import_nccl():

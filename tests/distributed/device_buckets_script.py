@@ -6,7 +6,8 @@ Each rank runs DistributedDataParallel over a small MLP on "cuda" (one Linear le
 its gradients stay None) and checks bit for bit that the averaged gradients equal the host
 computation the per-parameter path made: the ranks' gradients summed, then divided by the
 world size, in float32 (in 2 buckets). Rank 0 prints for each rank "rank R collective NAME
-crossings C1 C2 C3", the host<->device copies (to_numpy + from_numpy + checks) of each of 3 backward passes.
+crossings C1 C2 C3", the host<->device copies (to_numpy + from_numpy + checks) of each of 3
+backward passes.
 
 With ``--batchnorm`` it checks instead that each training forward starts from rank 0's
 BatchNorm statistics (bit for bit: the statistics after the forward equal those of a copy given
