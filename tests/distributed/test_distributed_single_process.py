@@ -41,3 +41,5 @@ def test_bad_arguments_are_named():
         dist.init_process_group(timeout=0)
     with pytest.raises(ValueError, match="backend"):
         dist.init_process_group(backend="gloo")
+    dist.init_process_group()
+    assert dist.get_backend() == "mpi"
