@@ -1,20 +1,21 @@
-"""Data-parallel gradients of a model on a GPU (numba's simulator here), summed on the device.
+"""Data-parallel training of models on a GPU (numba's simulator here): gradients summed and
+rank 0's buffers broadcast on the device. One launch runs every check (mpiexec is slow to start).
 
-Usage: mpiexec -n 2 python device_buckets_script.py [--no-overlap | --batchnorm]
+Usage: mpiexec -n 2 python device_buckets_script.py
 
-Each rank runs DistributedDataParallel over a small MLP on "cuda" (one Linear left unused, so
-its gradients stay None) and checks bit for bit that the averaged gradients equal the host
-computation the per-parameter path made: the ranks' gradients summed, then divided by the
-world size, in float32 (in 2 buckets). Rank 0 prints for each rank "rank R collective NAME
-crossings C1 C2 C3", the host<->device copies (to_numpy + from_numpy + checks) of each of 3
-backward passes.
+``overlap`` and ``no-overlap``: DistributedDataParallel over a small MLP on "cuda" (one Linear
+left unused, so its gradients stay None), with and without communication during backward; each
+rank checks bit for bit that the averaged gradients equal the host computation the
+per-parameter path made (the ranks' gradients summed, then divided by the world size, in
+float32), and counts the host<->device copies (to_numpy + from_numpy + checks) of each
+backward pass.
 
-With ``--batchnorm`` it checks instead that each training forward starts from rank 0's
-BatchNorm statistics (bit for bit: the statistics after the forward equal those of a copy given
-rank 0's before it), and counts the copies of each of 3 forward passes.
+``batchnorm``: each training forward must start from rank 0's BatchNorm statistics (bit for
+bit: the statistics after the forward equal those of a copy given rank 0's before it); counts
+the copies of each forward pass.
+
+Rank 0 prints for each check and rank "CHECK rank R collective NAME crossings C1 C2".
 """
-
-import sys
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from minidl import nn
 from minidl.backend.cuda.device import transfers
 from minidl.nn.parallel import DistributedDataParallel
 
+STEPS = 2  # the second starts from state the first left: what a broadcast must overwrite
 BUCKET_BYTES = 100  # two buckets: (bias 3, weight 15, bias 5) and (weight 20) of float32
 
 
@@ -47,17 +49,15 @@ def collective_name(ddp) -> str:
     return collective.name if collective is not None else "none"
 
 
-def report(rank, name, counts):
+def report(check, rank, name, counts):
     everyone = dist.all_gather_object([name, counts])  # one printer: lines never interleave
     if rank == 0:
         for r, (name, per_step) in enumerate(everyone):
-            print(f"rank {r} collective {name} crossings " + " ".join(map(str, per_step)),
-                  flush=True)
+            print(f"{check} rank {r} collective {name} crossings "
+                  + " ".join(map(str, per_step)), flush=True)
 
 
-def check_batchnorm_statistics():
-    dist.init_process_group()
-    rank = dist.get_rank()
+def check_batchnorm_statistics(rank):
     md.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 3))
     model.to("cuda")
@@ -66,7 +66,7 @@ def check_batchnorm_statistics():
     ddp = DistributedDataParallel(model)
     rng = np.random.default_rng(rank)
     counts = []
-    for step in range(3):
+    for step in range(STEPS):
         x = md.tensor(rng.standard_normal((4, 4)).astype(np.float32)).to("cuda")
         state = {name: np.array(value) for name, value in model.state_dict().items()}
         for value in state.values():
@@ -79,16 +79,10 @@ def check_batchnorm_statistics():
         for (name, got), (_, expected) in zip(model.named_buffers(), plain.named_buffers()):
             if not np.array_equal(got.numpy(), expected.numpy()):
                 raise AssertionError(f"step {step} {name}: {got.numpy()} != {expected.numpy()}")
-    report(rank, collective_name(ddp), counts)
+    report("batchnorm", rank, collective_name(ddp), counts)
 
 
-def main():
-    if "--batchnorm" in sys.argv:
-        return check_batchnorm_statistics()
-    overlap = "--no-overlap" not in sys.argv
-    dist.init_process_group()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    assert world == 2, "run it on 2 ranks"
+def check_gradients(rank, world, overlap):
     md.manual_seed(0)
     model = Net().to("cuda")
     plain = Net().to("cuda")
@@ -97,7 +91,7 @@ def main():
     buckets = ddp._buckets
     counts = []
     rng = np.random.default_rng(rank)
-    for step in range(3):
+    for step in range(STEPS):
         x = md.tensor(rng.standard_normal((2, 4)).astype(np.float32)).to("cuda")
         for net in (model, plain):
             net.zero_grad()
@@ -118,7 +112,16 @@ def main():
             if not np.array_equal(got, expected):
                 raise AssertionError(f"step {step} {name}: {got} != {expected}")
     assert len(buckets) == 2, buckets
-    report(rank, collective_name(ddp), counts)
+    report("overlap" if overlap else "no-overlap", rank, collective_name(ddp), counts)
+
+
+def main():
+    dist.init_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert world == 2, "run it on 2 ranks"
+    for overlap in (True, False):
+        check_gradients(rank, world, overlap)
+    check_batchnorm_statistics(rank)
 
 if __name__ == "__main__":
     main()
