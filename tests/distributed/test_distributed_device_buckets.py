@@ -90,6 +90,24 @@ def test_without_nccl_cuda_buckets_go_through_mpi(monkeypatch):
     assert device_collectives.device_collective(0) is collective  # made once per device
 
 
+@pytest.mark.skipif(not md.cuda.is_available(), reason="no CUDA device and no simulator")
+def test_nccl4py_without_the_nccl_library_is_named_too(monkeypatch):
+    import types
+
+    from minidl.backend.cuda import simulator
+
+    def get_version():
+        raise OSError('Failure finding "libnccl.so.2"')
+    package = types.ModuleType("nccl")
+    package.core = types.SimpleNamespace(get_version=get_version)
+    monkeypatch.setitem(sys.modules, "nccl", package)
+    monkeypatch.setitem(sys.modules, "nccl.core", package.core)
+    monkeypatch.setattr(simulator, "SIMULATED", False)
+    problem = device_collectives.nccl_problem()
+    assert "cannot load the NCCL library" in problem and "libnccl.so.2" in problem
+    assert "minidl[nccl]" in problem
+
+
 def _real_gpu_with_nccl() -> str | None:
     if not md.cuda.is_available():
         return "no CUDA device"

@@ -66,7 +66,7 @@ class DeviceBucket:
 
     def pack(self, weight: float) -> None:
         """Gather the gradients, each times ``weight`` (the rank's share of a full batch),
-        into a new flat device buffer; note on the host which ones exist."""
+        into the bucket's flat device buffer; note on the host which ones exist."""
         from minidl.backend.cuda import gradient_buckets
         from minidl.backend.cuda.device import empty
         from minidl.backend.cuda.movement import fill_
@@ -75,7 +75,10 @@ class DeviceBucket:
             self.tail[i] = param.grad is not None
             if param.grad is not None and weight != 0:
                 # (an empty batch's gradient is a NaN mean, and weighs nothing)
-                grads.append(param.grad.data)
+                grad = param.grad
+                if grad.device != param.device:  # a gradient the user put elsewhere by hand
+                    grad = grad.to(param.device)
+                grads.append(grad.data)
                 offsets.append(int(self.offsets[i]))
         self.tail[-1] = weight
         with self._on_device():
