@@ -12,7 +12,8 @@ import numpy as np
 
 from .backend import canonical_device, get_backend
 
-__all__ = ["check_device", "check_map_location", "apply_map_location", "to_device"]
+__all__ = ["check_device", "check_map_location", "mapped_device", "apply_map_location",
+           "to_device"]
 
 
 def check_device(device) -> str:
@@ -44,8 +45,8 @@ and record no device, so every array is read as being on the CPU."""
 
 def check_map_location(map_location):
     """``map_location`` with its devices checked: None, a device name, a dict of device names
-    (keys and values) or a callable. Checked before a file is read, so that a typo in a
-    device costs no read."""
+    (keys and values) or a callable; ``ValueError``/``TypeError`` naming what is wrong. Checked
+    before a file is read, so that a typo in a device costs no read."""
     if map_location is None or callable(map_location):
         return map_location
     if isinstance(map_location, dict):
@@ -62,6 +63,27 @@ def check_map_location(map_location):
                         f"mapping device names or a callable, got "
                         f"{type(map_location).__name__}")
     return check_device(map_location)
+
+
+def mapped_device(map_location, value, location: str) -> str:
+    """Where ``value``, which would land on ``location``, goes under a checked
+    ``map_location``: PyTorch's rules. None keeps ``location``; a device name is that device;
+    a dict sends its keys to its values and keeps other locations; a callable ``f(value,
+    location)`` decides by what it returns (a Tensor: its device; a NumPy array: ``"cpu"``)."""
+    if map_location is None:
+        return location
+    if isinstance(map_location, dict):
+        return map_location.get(location, location)
+    if not callable(map_location):
+        return map_location
+    from .autograd.tensor import Tensor
+    result = map_location(value, location)
+    if isinstance(result, Tensor):
+        return result.device
+    if isinstance(result, np.ndarray):
+        return "cpu"
+    raise TypeError(f"map_location: the callable returned {type(result).__name__} for a value "
+                    f"on {location!r}; expected a Tensor or a NumPy array")
 
 
 def _map_arrays(value, function):
@@ -84,8 +106,7 @@ def apply_map_location(value, map_location):
     other keys match nothing) to where they go; a callable ``f(array, "cpu")`` returns what
     replaces each array (an array, a Tensor).
     """
-    if callable(map_location):
+    if callable(map_location):  # its results are what comes back, not just where they go
         return _map_arrays(value, lambda array: map_location(array, FILE_LOCATION))
-    if isinstance(map_location, dict):
-        map_location = map_location.get(FILE_LOCATION)
-    return value if map_location in (None, "cpu") else to_device(value, map_location)
+    device = mapped_device(map_location, None, FILE_LOCATION)
+    return value if device == "cpu" else to_device(value, device)

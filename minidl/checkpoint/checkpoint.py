@@ -48,7 +48,7 @@ from minidl.io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
 from minidl.nn.module import Module, StateDictMismatchError
 from minidl.optim.optimizer import Optimizer
-from minidl.placement import check_device
+from minidl.placement import check_map_location, mapped_device
 from minidl.validation import check_number
 
 _REQUIRED_FIELDS = ("checkpoint_format", "step", "metadata", "objects", "rng")
@@ -214,7 +214,10 @@ class Checkpoint:
         ``map_location`` (``"cpu"``, ``"cuda:0"``) moves the tracked modules to that device
         before their state is loaded, so the optimizer's state follows their parameters there;
         by default every object keeps its device. A file holds no device, so any checkpoint
-        restores onto any device.
+        restores onto any device. As for ``md.load`` it may also be a dict from where the
+        modules' tensors are to where they go (``{"cuda:1": "cuda:0"}``; other devices stay) or
+        a callable ``f(tensor, location)`` called with each of their tensors and its device,
+        whose result's device (a Tensor's; a NumPy array's is ``"cpu"``) is where it goes.
 
         With ``strict`` (the default) objects in the file that are not tracked are an error;
         ``strict=False`` ignores them (they are listed in ``info.skipped``).  Tracked objects
@@ -228,14 +231,14 @@ class Checkpoint:
         """:meth:`restore`; with ``expected_step`` (what a managed file's name says) a header
         that says another step is refused as corrupt before anything changes."""
         path = os.fspath(path)
-        device = None if map_location is None else check_device(map_location)
+        map_location = check_map_location(map_location)
         try:
             plan = self._read_and_check(path, key, strict)
             step = plan["info"].step
             if expected_step is not None and step != expected_step:
                 raise CorruptFileError(path, f"header says step {step}, the file name says "
                                              f"step {expected_step}")
-            self._apply(path, plan, device)
+            self._apply(path, plan, map_location)
         except CheckpointError:
             raise
         except Exception as exc:  # a promise of the API: one except clause suffices
@@ -288,7 +291,7 @@ class Checkpoint:
                            manager if isinstance(manager, dict) else {})
         return {"states": states, "rng": rng, "info": info}
 
-    def _apply(self, path: str, plan: dict, device=None) -> None:
+    def _apply(self, path: str, plan: dict, map_location=None) -> None:
         # All snapshots first: loading one object may touch another (a user object holding a
         # reference to the model), and the rollback must return to the state before restore.
         # A sharded object (ZeRO) snapshots its own shard: loading that back restores it.
@@ -298,7 +301,7 @@ class Checkpoint:
                                      (own and isinstance(obj, Optimizer)))
                      for name, obj in self._objects.items()}
         rng_before = md_random.get_rng_state()
-        placements = self._move_modules(device) if device is not None else []
+        placements = self._move_modules(map_location) if map_location is not None else []
         loaded = []
         try:
             for name, obj in self._objects.items():
@@ -345,15 +348,25 @@ class Checkpoint:
                 assignable.add(name)
         return assignable
 
-    def _move_modules(self, device) -> list:
-        """Move every tracked module to ``device``; returns (tensor, device it was on) pairs."""
-        placements = []
+    def _move_modules(self, map_location) -> list:
+        """Move the tracked modules' tensors where ``map_location`` sends them (every target is
+        decided before anything moves); returns (tensor, device it was on) pairs."""
+        moves = []
         for obj in self._objects.values():
             if isinstance(obj, Module):
-                for module in obj.modules():
-                    for table in (module._parameters, module._buffers):
-                        placements.extend((t, t.device) for t in table.values() if t is not None)
-                obj.to(device)
+                tensors = [t for module in obj.modules()
+                           for table in (module._parameters, module._buffers)
+                           for t in table.values() if t is not None]
+                moves.append((obj, [(t, t.device, mapped_device(map_location, t, t.device))
+                                    for t in tensors]))
+        placements = []
+        for obj, targets in moves:
+            placements.extend((t, before) for t, before, _ in targets)
+            where = {target for _, _, target in targets}
+            if len(where) == 1:
+                obj.to(where.pop())  # as the module moves itself (gradients included)
+            else:  # the module is split across devices: each tensor goes its own way
+                _move_tensors([(t, target) for t, _, target in targets])
         return placements
 
     def _roll_back(self, names: list[str], snapshots: dict) -> list[str]:
@@ -393,6 +406,11 @@ def check_step(name: str, value) -> int:
 
 def _put_back(placements: list) -> None:
     """Return tensors moved by a failed restore to the devices they were on."""
+    _move_tensors(placements)
+
+
+def _move_tensors(placements: list) -> None:
+    """Put each tensor of the (tensor, device) pairs on its device, in place."""
     for tensor, device in placements:
         if tensor.device != device:
             moved = tensor.detach().to(device)

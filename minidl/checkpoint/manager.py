@@ -41,7 +41,7 @@ from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
 from minidl.io import CheckpointError, MissingFileError, read_header
 from minidl.io.errors import printable
 from minidl.io.atomic import temp_is_abandoned
-from minidl.placement import check_device
+from minidl.placement import check_map_location
 from minidl.validation import check_non_negative_int, check_number
 
 
@@ -68,11 +68,6 @@ def _check_interval(name: str, value, integer: bool):
         return check_non_negative_int(name, value, minimum=1)
     check_number(name, value, low=0, low_open=True)
     return value
-
-
-def _checked_device(map_location):
-    """The canonical device name once its backend works (None: every object keeps its own)."""
-    return None if map_location is None else check_device(map_location)
 
 
 class CheckpointManager:
@@ -330,9 +325,10 @@ class CheckpointManager:
     def restore_latest(self, strict: bool = True, *, map_location=None) -> int | None:
         """Restore the newest sound checkpoint; returns its step, or None when there is none.
 
-        ``map_location`` (``"cpu"``, ``"cuda:0"``) is as for :meth:`Checkpoint.restore
-        <minidl.checkpoint.Checkpoint.restore>`: the tracked modules (and with them the
-        optimizer's state) end up on that device; by default every object keeps its own.
+        ``map_location`` (``"cpu"``, ``"cuda:0"``, a dict ``{"cuda:1": "cuda:0"}`` or a callable)
+        is as for :meth:`Checkpoint.restore <minidl.checkpoint.Checkpoint.restore>`: the tracked
+        modules (and with them the optimizer's state) end up where it sends them; by default
+        every object keeps its own device.
 
         Any checkpoint that cannot be restored (damaged, truncated, of another kind, a wrong
         key, a state that does not fit the tracked objects) is skipped with a warning naming
@@ -368,8 +364,8 @@ class CheckpointManager:
         try:
             # The device is checked before any file is read, and inside the try: a rank that
             # lacks it tells the others instead of leaving them waiting.
-            device = _checked_device(map_location)
-            step = self._restore_first_sound(order, strict, which, device)
+            map_location = check_map_location(map_location)
+            step = self._restore_first_sound(order, strict, which, map_location)
         except BaseException as exc:
             data_parallel.check_same_step(self.directory, None, exc)
             raise
@@ -379,7 +375,8 @@ class CheckpointManager:
     # A directory that another process keeps changing is listed again at most this often.
     _MAX_RELISTS = 20
 
-    def _restore_first_sound(self, order, strict: bool, which: str, device) -> int | None:
+    def _restore_first_sound(self, order, strict: bool, which: str,
+                             map_location) -> int | None:
         failures: dict[str, CheckpointError] = {}
         for _ in range(self._MAX_RELISTS):
             self._refresh()
@@ -395,7 +392,7 @@ class CheckpointManager:
                     # The name is what the manager ranked the file by: a header that says
                     # another step is not the checkpoint the name promises.
                     info = self.checkpoint._restore(record.path, key=self.key, strict=strict,
-                                                    map_location=device,
+                                                    map_location=map_location,
                                                     expected_step=record.step)
                 except CheckpointError as exc:
                     if isinstance(exc, MissingFileError) and not os.path.lexists(record.path):

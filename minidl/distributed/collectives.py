@@ -136,6 +136,16 @@ def start_all_reduce(array: np.ndarray):
     return comm.Iallreduce(MPI.IN_PLACE, array, op=MPI.SUM)
 
 
+def start_broadcast(array: np.ndarray, src: int = 0):
+    """Start overwriting a contiguous NumPy array on every rank with rank ``src``'s, without
+    waiting; returns the MPI request (None in a group of one). The ranks must have met first,
+    as for :func:`start_all_reduce`."""
+    comm = communicator()
+    if comm is None:
+        return None
+    return comm.Ibcast(array, root=src)
+
+
 def broadcast(value, src: int = 0):
     """Overwrite ``value`` (a Tensor or array) on every rank with rank ``src``'s; returns it."""
     _check_rank(src, "src")

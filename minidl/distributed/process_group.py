@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import importlib.util
 import os
 import sys
 import time
@@ -53,6 +54,7 @@ class _Group:
         self.rank = 0
         self.world_size = 1
         self.timeout = DEFAULT_TIMEOUT_SECONDS
+        self.backend = "mpi"
         self.broken: str | None = None
         self.roll_call: RollCall | None = None
         self.collectives = 0      # collectives met so far: the same on every rank
@@ -91,8 +93,17 @@ def _import_mpi():
     return MPI
 
 
+BACKENDS = ("mpi", "nccl")
+
+
 def init_process_group(backend: str = "mpi", timeout=None) -> None:
     """Join the job's process group; rank and world size come from MPI.
+
+    MPI always starts the ranks and carries CPU tensors. ``backend`` says what carries the
+    gradients of a model on a GPU: ``"mpi"`` (the default) takes NCCL when ``nccl4py`` is
+    installed and the GPU is a real one, else MPI through one host copy per gradient bucket;
+    ``"nccl"`` insists on NCCL and raises, naming the ``minidl[nccl]`` extra, when it is missing
+    (:mod:`~minidl.distributed.device_collectives`).
 
     Under ``mpiexec -n N`` this initialises MPI (through ``mpi4py``) and the group has N
     ranks; a plain ``python`` run is a group of one and needs no MPI. ``timeout`` (seconds or
@@ -102,9 +113,14 @@ def init_process_group(backend: str = "mpi", timeout=None) -> None:
     where one rank works alone for longer (rank 0 writing a very large checkpoint).
     Calling it again is harmless.
     """
-    if backend != "mpi":
-        raise ValueError(f"backend: only 'mpi' is supported, got {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                         f"got {backend!r}")
+    if backend == "nccl" and importlib.util.find_spec("nccl") is None:
+        raise DistributedError("init_process_group('nccl'): nccl4py is not installed; install "
+                               "it with `pip install 'minidl[nccl]'`")
     _group.timeout = _timeout_seconds(timeout)
+    _group.backend = backend
     if _group.initialized:
         return
     if _launched_by_mpi() or "mpi4py.MPI" in sys.modules:
@@ -155,6 +171,11 @@ def get_rank() -> int:
 def get_world_size() -> int:
     """Number of processes in the group (1 when the group was not initialised)."""
     return _group.world_size
+
+
+def get_backend() -> str:
+    """The ``backend`` given to :func:`init_process_group` (``"mpi"`` by default)."""
+    return _group.backend
 
 
 def get_timeout() -> float:

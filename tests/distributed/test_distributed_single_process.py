@@ -40,4 +40,6 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="timeout"):
         dist.init_process_group(timeout=0)
     with pytest.raises(ValueError, match="backend"):
-        dist.init_process_group(backend="nccl")
+        dist.init_process_group(backend="gloo")
+    dist.init_process_group()
+    assert dist.get_backend() == "mpi"

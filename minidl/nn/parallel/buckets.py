@@ -17,6 +17,11 @@ the end of backward the buckets not yet started (parameters without a gradient) 
 all of them are waited for: the gradients are averaged when ``backward()`` returns, as
 without overlap, and the sums are the same numbers in the same order, so the results are
 bitwise those of the blocking all-reduce.
+
+**On a GPU.** Parameters on a CUDA device go into device buckets (:mod:`.device_buckets`):
+packed, summed (NCCL, or MPI through one host round trip per bucket) and unpacked on the device,
+never one host copy per gradient. They keep this module's order and layout rules, so the ranks
+still start the same sums in the same order.
 """
 
 from __future__ import annotations
@@ -42,6 +47,21 @@ class _Bucket:
         # Flags after the values, then the rank's weight: one all-reduce also says how many
         # ranks had each gradient, and what the weights sum to.
         self.buffer = np.zeros(total + len(params) + 1, dtype)
+
+    @property
+    def layout(self) -> str:
+        """What this bucket moves, for the ranks' meeting to compare."""
+        return f"{self.buffer.size} {self.buffer.dtype.str}"
+
+    @property
+    def host_array(self) -> np.ndarray:
+        """The array MPI sums on the host: here all of it."""
+        return self.buffer
+
+    def start(self) -> list:
+        """Start summing the buffer over the ranks; the MPI requests to wait for."""
+        request = start_all_reduce(self.buffer)
+        return [request] if request is not None else []
 
     def pack(self, weight: float) -> None:
         """Copy the gradients into the buffer, each multiplied by ``weight`` (the rank's
@@ -77,20 +97,29 @@ class _Bucket:
                                       else grad, param.device)
 
 
-def _buckets(params: list, cap_bytes: float) -> list[_Bucket]:
+def _buckets(params: list, cap_bytes: float) -> list:
     """Group ``params`` (already in reduction order) into buckets of at most ``cap_bytes``
-    of one dtype each; a parameter larger than the cap gets a bucket of its own."""
+    of one dtype and one device each; a parameter larger than the cap gets a bucket of its own.
+    Parameters on a GPU go into device buckets (:mod:`.device_buckets`), summed where they lie."""
     buckets, current, current_bytes = [], [], 0
     for param in params:
         nbytes = param.numel() * param.dtype.itemsize
-        if current and (current_bytes + nbytes > cap_bytes or param.dtype != current[0].dtype):
-            buckets.append(_Bucket(current, current[0].dtype))
+        if current and (current_bytes + nbytes > cap_bytes or param.dtype != current[0].dtype
+                        or param.device != current[0].device):
+            buckets.append(_bucket(current))
             current, current_bytes = [], 0
         current.append(param)
         current_bytes += nbytes
     if current:
-        buckets.append(_Bucket(current, current[0].dtype))
+        buckets.append(_bucket(current))
     return buckets
+
+
+def _bucket(params: list):
+    if params[0].device == "cpu":
+        return _Bucket(params, params[0].dtype)
+    from .device_buckets import DeviceBucket  # only a model on a GPU needs the CUDA backend
+    return DeviceBucket(params, params[0].dtype)
 
 
 class GradientAverager:
@@ -100,7 +129,7 @@ class GradientAverager:
         self.buckets = buckets
         self.bucket_of = {id(p): index for index, bucket in enumerate(buckets)
                           for p in bucket.params}
-        self.layout = ";".join(f"{b.buffer.size} {b.buffer.dtype.str}" for b in buckets)
+        self.layout = ";".join(bucket.layout for bucket in buckets)
         self.begin(1.0)
 
     def begin(self, weight: float) -> None:
@@ -128,7 +157,7 @@ class GradientAverager:
             wait_for_all(WHAT, self.layout)  # once per step: the ranks meet, timed
         bucket = self.buckets[self.started]
         bucket.pack(self.weight)
-        self.requests.append(start_all_reduce(bucket.buffer))
+        self.requests.extend(bucket.start())
         self.started += 1
 
     def finish(self) -> None:
@@ -144,6 +173,11 @@ class GradientAverager:
         """Average every bucket at once, blocking (after backward, without overlap)."""
         for bucket in self.buckets:
             bucket.pack(weight)
-        all_reduce_coalesced([bucket.buffer for bucket in self.buckets])
+        all_reduce_coalesced([bucket.host_array for bucket in self.buckets])
+        # Device buckets sent only their flags and weight above; their values follow (the ranks
+        # met in the coalesced all-reduce just now).
+        requests = [request for bucket in self.buckets if not isinstance(bucket, _Bucket)
+                    for request in bucket.start_values()]
+        wait_for_requests(requests, WHAT)
         for bucket in self.buckets:
             bucket.unpack()

@@ -130,11 +130,17 @@ class DistributedDataParallel(Module):
                 f"({len(names)} entr{'y' if len(names) == 1 else 'ies'} differ)")
 
     def _broadcast_state(self, include_parameters: bool) -> None:
-        """Give every rank rank 0's values, one flat broadcast per dtype."""
+        """Give every rank rank 0's values, one flat broadcast per dtype (and per GPU: tensors
+        on a GPU are broadcast there, :mod:`.device_buckets`)."""
         if self.world_size == 1:
             return
         tensors = [t for _, t in self.module._state_items()
                    if include_parameters or not t.requires_grad]
+        on_gpu = [t for t in tensors if t.device != "cpu"]
+        if on_gpu:
+            from minidl.nn.parallel.device_buckets import broadcast_on_device
+            left = {id(t) for t in broadcast_on_device(on_gpu)}
+            tensors = [t for t in tensors if t.device == "cpu" or id(t) in left]
         by_dtype: dict = {}
         for tensor in tensors:
             by_dtype.setdefault(tensor.dtype.str, []).append(tensor)
