@@ -27,6 +27,11 @@ Rules that hold for every primitive unless its own docstring says otherwise:
   docstring says "may alias": then the result may be a view of an input, and the caller must
   not write into either while the other is still in use. In-place primitives end in ``_`` (as in
   PyTorch) and return None; they write into their first argument and nothing else.
+* **Plan steps.** The ``plan_*`` primitives serve ``md.compile`` (:mod:`minidl.inference`).
+  Instead of a result each returns a :class:`PlanStep`: the op prepared once for fixed shapes,
+  writing every call into a result buffer it made once, so that a compiled plan allocates
+  nothing per call. The step owns its buffers: a caller reads ``output`` after a call and copies
+  what it keeps past the next one.
 * **Errors.** Bad host arguments raise ``ValueError`` (or ``IndexError`` for indices, as noted);
   a primitive never returns garbage for an input it could have rejected.
 
@@ -38,6 +43,39 @@ that nothing above the backend reaches around it.
 from __future__ import annotations
 
 import inspect
+
+
+class PlanStep:
+    """One op of a compiled plan, prepared for fixed shapes, computing into buffers it owns.
+
+    ``output`` is the array every call writes, made when the step is prepared, with the op's
+    result shape and dtype (it may be a view of a larger buffer). ``step(x)`` recomputes it from
+    ``x``, an array of the shape and dtype the step was prepared for, and returns None.
+    """
+
+    output = None
+
+    def __call__(self, x) -> None:
+        raise NotImplementedError
+
+    def fuse_relu(self) -> bool:
+        """From now on write ReLU(result) instead of the result; True if this step can, False
+        if not (the caller then keeps the ReLU as a step of its own). The caller asks only when
+        a ReLU is the sole reader of ``output``."""
+        return False
+
+    def output_view(self, shape):
+        """``output`` reshaped to ``shape`` as a view that every call refreshes (made once, so
+        a plan's reshape of this step's result costs nothing per call), or None where the
+        buffer's layout allows no such view (then the caller reshapes after each call)."""
+        return None
+
+    def follow(self, previous: "PlanStep", sole_reader: bool) -> None:
+        """A hint from the caller: this step's ``x`` is always ``previous.output`` (a step of
+        the same backend that runs before it) and, if ``sole_reader``, nothing else reads that.
+        A backend may then hand the values over without a copy (read the previous step's buffer
+        directly, or have it write straight into this step's input buffer); by default nothing
+        changes."""
 
 
 class Backend:
@@ -611,6 +649,29 @@ class Backend:
         """:meth:`adam_update` of every ``params[i]`` with its gradient and state arrays (equal
         length sequences; ``max_exp_avg_sqs`` entries None without amsgrad), all at the same
         ``step``; equal bit for bit to the one-tensor calls, in few launches on a device."""
+        raise NotImplementedError
+
+    # -- compiled inference: steps that own their buffers (see PlanStep) ---------------------------
+
+    @staticmethod
+    def plan_conv2d(x_shape, weight, bias, stride, padding, dilation):
+        """A :class:`PlanStep` for a convolution of one group of x (``x_shape``: N, C, H, W) by
+        the constant ``weight`` (O, C, kh, kw) plus the constant ``bias`` (O,) or None, with
+        pairs of ints for the geometry; ``output`` is (N, O, OH, OW) of weight's dtype. The
+        weights are read when the step is prepared: later changes to them do not reach it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def plan_max_pool2d(x_shape, dtype, kernel_size, stride, padding, dilation, ceil_mode):
+        """A :class:`PlanStep` for the window maxima of :meth:`max_pool2d_forward` (without the
+        argmax, which only a backward pass reads) of x (``x_shape``, ``dtype``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def plan_linear(x_shape, weight, bias):
+        """A :class:`PlanStep` for x @ weightᵀ + bias with x of ``x_shape`` (N, in), the
+        constant ``weight`` (out, in) and the constant ``bias`` (out,) or None; ``output`` is
+        (N, out). The weights are read when the step is prepared."""
         raise NotImplementedError
 
 

@@ -276,9 +276,38 @@ def from_backend(backend, value):
     return backend.to_numpy(value)
 
 
+# name -> (arguments, x, the step's output from x, the output from -x with the ReLU fused).
+PLAN_STEPS = {
+    # Padding 1 around [[1, 2], [3, 4]]; the kernel adds a cell and its lower-right neighbour.
+    "plan_conv2d": ((((1, 1, 2, 2)), a([[[[1, 0], [0, 1]]]]), a([0.5]), (1, 1), (1, 1), (1, 1)),
+                    a([[[[1, 2], [3, 4]]]]),
+                    a([[[[1.5, 2.5, 0.5], [3.5, 5.5, 2.5], [0.5, 3.5, 4.5]]]]),
+                    a([[[[0, 0, 0.5], [0, 0, 0], [0.5, 0, 0]]]])),
+    "plan_max_pool2d": (((1, 1, 2, 4), f32, (2, 2), (2, 2), (0, 0), (1, 1), False),
+                        a([[[[1, 4, -2, -5], [3, 2, -1, -6]]]]), a([[[[4, -1]]]]),
+                        a([[[[0, 6]]]])),
+    "plan_linear": (((1, 2), a([[1, 1], [1, -1]]), a([0, 0.5])), a([[1, 2]]), a([[3, -0.5]]),
+                    a([[0, 1.5]])),
+}
+
+
 def test_every_primitive_has_a_behaviour_case():
-    covered = set(CASES) | set(IN_PLACE) | {"from_numpy", "to_numpy"}
+    covered = set(CASES) | set(IN_PLACE) | set(PLAN_STEPS) | {"from_numpy", "to_numpy"}
     assert covered == set(ALL_PRIMITIVES)
+
+
+@pytest.mark.parametrize("key, name", own_implementations(sorted(PLAN_STEPS)))
+def test_plan_step_rewrites_its_own_output_on_every_call(key, name):
+    backend = BACKENDS[key]
+    arguments, x, expected, expected_relu_of_negated = PLAN_STEPS[name]
+    step = getattr(backend, name)(*to_backend(backend, arguments))
+    output = step.output
+    assert step(backend.from_numpy(x)) is None
+    np.testing.assert_allclose(backend.to_numpy(step.output), expected, rtol=1e-6)
+    assert step.fuse_relu()  # every backend here fuses a ReLU into these three
+    step(backend.from_numpy(-x))
+    assert step.output is output  # the same buffer, rewritten
+    np.testing.assert_allclose(backend.to_numpy(output), expected_relu_of_negated, rtol=1e-6)
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
