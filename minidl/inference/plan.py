@@ -37,6 +37,7 @@ from ..ops.elementwise import ReluFunction
 from ..ops.nn_ops import BatchNormFunction
 from ..ops.pool import MaxPool2dFunction
 from ..random import get_rng_state
+from .lowering import lower_steps
 
 
 class _Recorder:
@@ -61,7 +62,7 @@ class _Step:
         self.op, self.inputs, self.attrs, self.output = op, list(inputs), dict(attrs), output
         self.output_ndim, self.backend = output_ndim, backend
         self.release = ()  # slots no later step reads: dropped after this one, freeing memory
-        self.note = ""  # how the step runs, when not through the op's forward (see cpu_plan)
+        self.note = ""  # how the step runs, when not through the op's forward (see lowering)
 
     def __repr__(self) -> str:
         attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items()
@@ -84,8 +85,7 @@ class CompiledModel:
         self._slots = slots
         self._steps = steps
         lowered = {}
-        if steps and all(step.backend.name == "numba" for step in steps):
-            from .cpu_plan import lower_steps
+        if steps and all(step.backend is steps[0].backend for step in steps):
             lowered = lower_steps(steps, slots, specs, {slot for slot, _ in outputs})
         self._program = tuple(
             lowered[index] if index in lowered else _runner(step)
