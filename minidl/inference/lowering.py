@@ -1,25 +1,26 @@
-"""The plan's steps lowered onto buffers: the backend's ``plan_*`` steps, which own their memory.
+"""The plan's steps lowered onto the backend's plan steps, which may own their memory.
 
 A plan step that calls an op's ``forward`` allocates its result, and the primitives under it
 allocate their temporaries; at batch 1 a small CNN spends more time in those calls than in
 arithmetic. But the plan knows every shape when it is built, so its convolutions, max pools and
 linear layers are handed to the backend once, as *plan steps*
 (:class:`~minidl.backend.primitives.PlanStep`, made by ``plan_conv2d``, ``plan_max_pool2d`` and
-``plan_linear``): each writes every call into a buffer it made once. How is the backend's
-business: Numba's CPU backend runs a convolution as two copies and one BLAS call into its buffers
-(:mod:`minidl.backend.numba_cpu.plan_steps`); the others compose the op's own primitives and copy
-the result into the buffer (:mod:`minidl.backend.plan_steps`). This module decides only what the
-plan can see and a backend cannot:
+``plan_linear``). How a step computes is the backend's business: Numba's CPU backend writes
+every call into buffers made once (a convolution is two copies and one BLAS call,
+:mod:`minidl.backend.numba_cpu.plan_steps`); the others compose the op's own primitives
+(:mod:`minidl.backend.plan_steps`). This module decides only what the plan can see and a
+backend cannot:
 
-* A ReLU that is the only reader of a step's buffer (not a model output, not through a reshape)
-  is fused into that step, when the step can (``fuse_relu``).
-* A reshape of a buffer that stays a view is made once, at build time.
+* A ReLU that is the only reader of a step's result (not a model output, not through a
+  reshape) is fused into that step, when the step can (``fuse_relu``).
+* A reshape of a step's buffer that stays a view is made once, at build time.
 * Neighbours: when a step reads exactly the buffer its predecessor writes, it is told so
   (``follow``), and the backend may hand the values over without a copy.
 
-Such steps run nothing (their runner is None) and their slot is the producer's buffer or a view
-of it. Because buffers are reused, a call's results are copied out before they are returned, and
-calls are serialised by a lock (see :mod:`.plan`).
+Steps fused away or made once run nothing (their runner is None). A step with a buffer has it
+in its slot from build time on, so its runner only runs it; because buffers are reused, a
+call's results are copied out before they are returned, and calls are serialised by a lock
+(see :mod:`.plan`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ..ops.shape import ReshapeFunction
 
 
 def lower_steps(steps, slots, specs, output_slots) -> dict:
-    """For each step that a backend plan step can run, a runner ``run(slots)``: {step index:
-    runner, or None for a step that needs no running}.
+    """For each step that a backend plan step runs or makes unnecessary, how to run it:
+    ``(run, read)`` for ``run(slots[read])``, ``(run, None)`` for ``run(slots)``, or None when
+    nothing is left to run; {step index: that}.
 
     ``specs`` maps every slot to the (shape, dtype) it had in the traced run.
     """
@@ -41,16 +43,16 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
     for step in steps:
         for slot in step.inputs:
             readers[slot] = readers.get(slot, 0) + 1
-    runners, by_output, reads = {}, {}, {}
+    planned_at, writes, by_output, runners = {}, {}, {}, {}
     for index, step in enumerate(steps):
         builder = _BUILDERS.get(step.op)
         planned = builder(step, slots, specs) if builder else None
         if planned is not None:
-            runners[index] = _reading(planned, step.inputs[0])
-            reads[planned] = step.inputs[0]
-            slots[step.output] = planned.output
+            planned_at[index], writes[planned] = planned, [step.output]
             by_output[step.output] = planned
-            step.note = "own buffer"
+            if planned.output is not None:
+                slots[step.output] = planned.output
+            step.note = "plan step" + (", own buffer" if planned.output is not None else "")
             continue
         source = by_output.get(step.inputs[0])
         if step.op is ReshapeFunction and source is not None:
@@ -62,26 +64,34 @@ def lower_steps(steps, slots, specs, output_slots) -> dict:
                 step.note = f"a view of %{step.inputs[0]}, made once"
             continue
         if step.op is ReluFunction and source is not None and \
-                slots[step.inputs[0]] is source.output and readers[step.inputs[0]] == 1 and \
+                step.inputs[0] in writes[source] and readers[step.inputs[0]] == 1 and \
                 step.inputs[0] not in output_slots and source.fuse_relu():
+            writes[source].append(step.output)
             slots[step.output] = slots[step.inputs[0]]
             by_output[step.output] = source
             runners[index] = None
             step.note = f"fused into the step writing %{step.inputs[0]}"
-    # Hand-offs between neighbours, where the reader sees exactly the writer's array (not a
-    # reshaped view of it).
-    for planned, read in reads.items():
+    for index, planned in planned_at.items():
+        read = steps[index].inputs[0]
         source = by_output.get(read)
-        if source is not None and slots[read] is source.output:
+        # Hand-offs between neighbours, where the reader sees exactly the writer's buffer (not
+        # a reshaped view of it).
+        if source is not None and source.output is not None and slots[read] is source.output:
             planned.follow(source, readers[read] == 1 and read not in output_slots)
+        runners[index] = _runner(planned, read, writes[planned])
     return runners
 
 
-def _reading(planned, read):
-    """The plan step as a function of the slot table (its buffer is already in its slot)."""
+def _runner(planned, read, writes) -> tuple:
+    """The plan step as ``(run, read)`` (see :func:`lower_steps`)."""
+    if planned.output is not None:  # its buffer is in its slots already: call it on its input
+        return planned, read
+
     def run(slots):
-        planned(slots[read])
-    return run
+        result = planned(slots[read])
+        for slot in writes:  # the step's result, and a fused ReLU's
+            slots[slot] = result
+    return run, None
 
 
 def _constants_of_one_dtype(step, slots, specs) -> bool:

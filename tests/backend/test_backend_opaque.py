@@ -332,7 +332,7 @@ def test_a_compiled_plan_runs_on_opaque_arrays_through_the_backends_plan_steps()
     model, x = model.to(NAME), x.to(NAME)
     OpaqueBackend.reset()
     compiled = md.compile(model, x)
-    lowered = [line for line in compiled.steps if "# own buffer" in line]
+    lowered = [line for line in compiled.steps if "# plan step" in line]
     assert [line.split(" = ")[1].split("(")[0] for line in lowered] == \
         ["Conv2dFunction", "MaxPool2dFunction", "LinearFunction"], compiled
     assert sum("fused into" in line for line in compiled.steps) == 2, compiled  # both ReLUs

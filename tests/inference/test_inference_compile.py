@@ -40,6 +40,9 @@ def test_compiled_cnn_matches_the_model_and_folds_every_batch_norm(batch):
     compiled = md.compile(model, x)
     assert not any("BatchNorm" in line for line in compiled.steps), compiled
     assert any("Reshape" in line and "made once" in line for line in compiled.steps), compiled
+    assert _lowered(compiled, "own buffer") == _lowered(compiled) == [
+        "Conv2dFunction", "MaxPool2dFunction", "Conv2dFunction", "MaxPool2dFunction",
+        "LinearFunction", "LinearFunction"], compiled  # on the CPU, into buffers of their own
     for _ in range(2):  # a second call reuses nothing it should not
         x = md.randn(batch, 1, 16, 16)
         np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
@@ -182,8 +185,9 @@ def test_the_plan_reaches_kernels_and_buffers_only_through_the_backend_contract(
     assert ("plan.py", "minidl.backend") in reached  # the scan sees the package's imports
 
 
-def _lowered(compiled):
-    return [line.split(" = ")[1].split("(")[0] for line in compiled.steps if "# own buffer" in line]
+def _lowered(compiled, note="# plan step"):
+    """The ops of the steps the backend's plan steps run, in order."""
+    return [line.split(" = ")[1].split("(")[0] for line in compiled.steps if note in line]
 
 
 def _small_cnn():

@@ -95,18 +95,19 @@ class Convolution(_Buffered):
 
     def follow(self, previous, sole_reader) -> None:
         # A pool before this convolution writes its maxima straight into the padded input
-        # buffer, which then skips copying its input there.
+        # buffer (not its own output, which only this step read), and no input is copied.
         if isinstance(previous, MaxPool) and sole_reader:
             previous.out = self.interior
             self.copy_input = False
 
-    def __call__(self, x) -> None:
+    def __call__(self, x):
         if self.copy_input:
             np.copyto(self.interior, x)
         np.copyto(self.cols_taps, self.taps)
         np.dot(self.matrix, self.cols, out=self.out)
         if self.relu:
             np.maximum(self.out, 0, out=self.out)
+        return self.output
 
 
 class MaxPool(_Buffered):
@@ -139,8 +140,9 @@ class MaxPool(_Buffered):
         if isinstance(previous, Convolution) and self.args == () and previous.rows is not None:
             self.source = previous.rows
 
-    def __call__(self, x) -> None:
+    def __call__(self, x):
         self.kernel(x if self.source is None else self.source, self.out, *self.args, self.relu)
+        return self.output
 
 
 class Linear(_Buffered):
@@ -156,12 +158,13 @@ class Linear(_Buffered):
         self.relu = True
         return True
 
-    def __call__(self, x) -> None:
+    def __call__(self, x):
         np.dot(x, self.weight_t, out=self.output)
         if self.bias is not None:
             np.add(self.output, self.bias, out=self.output)
         if self.relu:
             np.maximum(self.output, 0, out=self.output)
+        return self.output
 
 
 def _blas_floats(*arrays) -> bool:
