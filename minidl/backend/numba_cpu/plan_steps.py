@@ -45,7 +45,12 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # BLAS's
 
 
 class _Buffered(PlanStep):
-    """A step whose ``output`` is a NumPy array: a reshape is a view when it shares memory."""
+    """A step whose ``output`` is a NumPy array (a reshape is a view when it shares memory) and
+    whose ``relu`` flag applies a ReLU in place before the call returns."""
+
+    def fuse_relu(self) -> bool:
+        self.relu = True
+        return True
 
     def output_view(self, shape):
         view = self.output.reshape(shape)
@@ -89,10 +94,6 @@ class Convolution(_Buffered):
         self.rows = self.out.reshape(1, out_channels, out_h, row) if n == 1 else None
         self.relu, self.copy_input = False, True
 
-    def fuse_relu(self) -> bool:
-        self.relu = True
-        return True
-
     def follow(self, previous, sole_reader) -> None:
         # A pool before this convolution writes its maxima straight into the padded input
         # buffer (not its own output, which only this step read), and no input is copied.
@@ -129,10 +130,6 @@ class MaxPool(_Buffered):
         self.out = self.output = np.empty(shape, dtype)
         self.relu, self.source = False, None
 
-    def fuse_relu(self) -> bool:
-        self.relu = True
-        return True
-
     def follow(self, previous, sole_reader) -> None:
         # Read a convolution's output rows whole, unused columns and all: the 2x2 kernel never
         # reaches them (it reads columns < 2·OW <= OW_conv), and a contiguous input runs ~2.5x
@@ -153,10 +150,6 @@ class Linear(_Buffered):
         self.bias = None if bias is None else bias.copy()
         self.output = np.empty((x_shape[0], weight.shape[0]), weight.dtype)
         self.relu = False
-
-    def fuse_relu(self) -> bool:
-        self.relu = True
-        return True
 
     def __call__(self, x):
         np.dot(x, self.weight_t, out=self.output)
