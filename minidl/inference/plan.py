@@ -134,7 +134,10 @@ class CompiledModel:
             slots = list(self._slots)
             slots[:len(arrays)] = arrays
             for run, read in self._program:
-                run(slots) if read is None else run(slots[read])
+                if read is None:
+                    run(slots)
+                else:
+                    run(slots[read])
             # Copied out: the next call reuses the plan's buffers (a result may be one of them).
             results = tuple(Tensor._wrap(copy(slots[slot]), device)
                             for slot, device, copy in self._outputs)
