@@ -27,6 +27,11 @@ Rules that hold for every primitive unless its own docstring says otherwise:
   docstring says "may alias": then the result may be a view of an input, and the caller must
   not write into either while the other is still in use. In-place primitives end in ``_`` (as in
   PyTorch) and return None; they write into their first argument and nothing else.
+* **Plan steps.** The ``plan_*`` primitives serve ``md.compile`` (:mod:`minidl.inference`).
+  Instead of a result each returns a :class:`PlanStep`: the op prepared once for fixed shapes,
+  called once per run of the plan. Where the backend can, the step writes every call into
+  buffers it made once (its ``output``), so that a plan allocates nothing per call; a caller
+  copies what it keeps past the next call.
 * **Errors.** Bad host arguments raise ``ValueError`` (or ``IndexError`` for indices, as noted);
   a primitive never returns garbage for an input it could have rejected.
 
@@ -38,6 +43,43 @@ that nothing above the backend reaches around it.
 from __future__ import annotations
 
 import inspect
+
+
+class PlanStep:
+    """One op of a compiled plan, prepared for fixed shapes.
+
+    ``step(x)`` returns the op's result for ``x``, an array of the shape and dtype the step was
+    prepared for. ``output`` says where that result lives: a step that owns its memory returns
+    the same array, ``output``, from every call (made when the step was prepared, possibly a view
+    of a larger buffer), rewritten each time; a step whose backend cannot write into a given
+    array (it composes the op's own primitives) leaves ``output`` None and returns a new array
+    per call.
+    """
+
+    output = None
+
+    def __call__(self, x):
+        raise NotImplementedError
+
+    def fuse_relu(self) -> bool:
+        """From now on write ReLU(result) instead of the result; True if this step can, False
+        if not (the caller then keeps the ReLU as a step of its own). The caller asks only when
+        a ReLU is the sole reader of the step's result."""
+        return False
+
+    def output_view(self, shape):
+        """``output`` reshaped to ``shape`` as a view that every call refreshes (made once, so
+        a plan's reshape of this step's result costs nothing per call), or None where there is
+        no ``output`` or its layout allows no such view (then the caller reshapes each call)."""
+        return None
+
+    def follow(self, previous: "PlanStep", sole_reader: bool) -> None:
+        """A hint from the caller: this step's ``x`` is always ``previous.output`` (a step of
+        the same backend, with an ``output``, that runs before this one) and, if
+        ``sole_reader``, nothing else reads it.
+        A backend may then hand the values over without a copy (read the previous step's buffer
+        directly, or, when this step is the sole reader, have the previous step write straight
+        into this step's input buffer instead of its ``output``); by default nothing changes."""
 
 
 class Backend:
@@ -611,6 +653,29 @@ class Backend:
         """:meth:`adam_update` of every ``params[i]`` with its gradient and state arrays (equal
         length sequences; ``max_exp_avg_sqs`` entries None without amsgrad), all at the same
         ``step``; equal bit for bit to the one-tensor calls, in few launches on a device."""
+        raise NotImplementedError
+
+    # -- compiled inference: steps that own their buffers (see PlanStep) ---------------------------
+
+    @staticmethod
+    def plan_conv2d(x_shape, weight, bias, stride, padding, dilation):
+        """A :class:`PlanStep` for a convolution of one group of x (``x_shape``: N, C, H, W) by
+        the constant ``weight`` (O, C, kh, kw) plus the constant ``bias`` (O,) or None, with
+        pairs of ints for the geometry; the result is (N, O, OH, OW) of weight's dtype. The
+        weights are read when the step is prepared: later changes to them do not reach it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def plan_max_pool2d(x_shape, dtype, kernel_size, stride, padding, dilation, ceil_mode):
+        """A :class:`PlanStep` for the window maxima of :meth:`max_pool2d_forward` (without the
+        argmax, which only a backward pass reads) of x (``x_shape``, ``dtype``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def plan_linear(x_shape, weight, bias):
+        """A :class:`PlanStep` for x @ weightᵀ + bias with x of ``x_shape`` (N, in), the
+        constant ``weight`` (out, in) and the constant ``bias`` (out,) or None; the result is
+        (N, out). The weights are read when the step is prepared."""
         raise NotImplementedError
 
 

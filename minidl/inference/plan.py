@@ -37,6 +37,7 @@ from ..ops.elementwise import ReluFunction
 from ..ops.nn_ops import BatchNormFunction
 from ..ops.pool import MaxPool2dFunction
 from ..random import get_rng_state
+from .lowering import lower_steps
 
 
 class _Recorder:
@@ -61,7 +62,7 @@ class _Step:
         self.op, self.inputs, self.attrs, self.output = op, list(inputs), dict(attrs), output
         self.output_ndim, self.backend = output_ndim, backend
         self.release = ()  # slots no later step reads: dropped after this one, freeing memory
-        self.note = ""  # how the step runs, when not through the op's forward (see cpu_plan)
+        self.note = ""  # how the step runs, when not through the op's forward (see lowering)
 
     def __repr__(self) -> str:
         attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items()
@@ -84,11 +85,13 @@ class CompiledModel:
         self._slots = slots
         self._steps = steps
         lowered = {}
-        if steps and all(step.backend.name == "numba" for step in steps):
-            from .cpu_plan import lower_steps
+        if steps and all(step.backend is steps[0].backend for step in steps):
             lowered = lower_steps(steps, slots, specs, {slot for slot, _ in outputs})
+        # (run, read): run(slots[read]), or run(slots) when read is None. A plan step with a
+        # buffer of its own is called on the one slot it reads with no wrapper around it: at
+        # batch 1 a Python call per step is a few per cent of the whole.
         self._program = tuple(
-            lowered[index] if index in lowered else _runner(step)
+            lowered[index] if index in lowered else (_runner(step), None)
             for index, step in enumerate(steps) if lowered.get(index, True) is not None)
         self._outputs = tuple((slot, device, get_backend(device).copy) for slot, device in outputs)
         self._single = single_output
@@ -130,8 +133,11 @@ class CompiledModel:
         with self._lock:
             slots = list(self._slots)
             slots[:len(arrays)] = arrays
-            for run in self._program:
-                run(slots)
+            for run, read in self._program:
+                if read is None:
+                    run(slots)
+                else:
+                    run(slots[read])
             # Copied out: the next call reuses the plan's buffers (a result may be one of them).
             results = tuple(Tensor._wrap(copy(slots[slot]), device)
                             for slot, device, copy in self._outputs)

@@ -21,6 +21,7 @@ from collections import Counter
 import numpy as np
 
 import minidl.backend
+from minidl.backend import composed, plan_steps
 from minidl.backend.primitives import ALL_PRIMITIVES, Backend
 from minidl.backend.reference import ReferenceBackend
 
@@ -121,6 +122,12 @@ class OpaqueBackend(Backend):
     for _name in ALL_PRIMITIVES:
         locals()[_name] = _through_reference(_name)
     del _name
+
+    # A plan step is a host object holding arrays, not an array: it is made of this backend's
+    # own primitives (composed), so a compiled plan's steps run on boxes too.
+    plan_conv2d = composed.OfTheBackendClass(plan_steps.plan_conv2d, "plan_conv2d")
+    plan_max_pool2d = composed.OfTheBackendClass(plan_steps.plan_max_pool2d, "plan_max_pool2d")
+    plan_linear = composed.OfTheBackendClass(plan_steps.plan_linear, "plan_linear")
 
     @staticmethod
     def from_numpy(array):

@@ -320,3 +320,23 @@ def test_loading_a_state_dict_of_device_tensors_stays_on_the_device():
     assert_no_leaks()
     for name, value in target.named_parameters():
         np.testing.assert_array_equal(value.numpy(), tensors[name].numpy(), err_msg=name)
+
+
+def test_a_compiled_plan_runs_on_opaque_arrays_through_the_backends_plan_steps():
+    md.manual_seed(8)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(12, 4), nn.ReLU()).eval()
+    x = md.randn(1, 2, 4, 4)
+    with md.no_grad():
+        want = model(x).numpy()
+    model, x = model.to(NAME), x.to(NAME)
+    OpaqueBackend.reset()
+    compiled = md.compile(model, x)
+    lowered = [line for line in compiled.steps if "# plan step" in line]
+    assert [line.split(" = ")[1].split("(")[0] for line in lowered] == \
+        ["Conv2dFunction", "MaxPool2dFunction", "LinearFunction"], compiled
+    assert sum("fused into" in line for line in compiled.steps) == 2, compiled  # both ReLUs
+    got = [compiled(x) for _ in range(2)]
+    assert_no_leaks()  # the plan's buffers and steps never left the device
+    for result in got:
+        np.testing.assert_allclose(result.numpy(), want, rtol=1e-6, atol=1e-7)

@@ -276,9 +276,41 @@ def from_backend(backend, value):
     return backend.to_numpy(value)
 
 
+# name -> (arguments, x, the step's result for x, its result for -x with the ReLU fused).
+PLAN_STEPS = {
+    # Padding 1 around [[1, 2], [3, 4]]; the kernel adds a cell and its lower-right neighbour.
+    "plan_conv2d": ((((1, 1, 2, 2)), a([[[[1, 0], [0, 1]]]]), a([0.5]), (1, 1), (1, 1), (1, 1)),
+                    a([[[[1, 2], [3, 4]]]]),
+                    a([[[[1.5, 2.5, 0.5], [3.5, 5.5, 2.5], [0.5, 3.5, 4.5]]]]),
+                    a([[[[0, 0, 0.5], [0, 0, 0], [0.5, 0, 0]]]])),
+    "plan_max_pool2d": (((1, 1, 2, 4), f32, (2, 2), (2, 2), (0, 0), (1, 1), False),
+                        a([[[[1, 4, -2, -5], [3, 2, -1, -6]]]]), a([[[[4, -1]]]]),
+                        a([[[[0, 6]]]])),
+    "plan_linear": (((1, 2), a([[1, 1], [1, -1]]), a([0, 0.5])), a([[1, 2]]), a([[3, -0.5]]),
+                    a([[0, 1.5]])),
+}
+
+
 def test_every_primitive_has_a_behaviour_case():
-    covered = set(CASES) | set(IN_PLACE) | {"from_numpy", "to_numpy"}
+    covered = set(CASES) | set(IN_PLACE) | set(PLAN_STEPS) | {"from_numpy", "to_numpy"}
     assert covered == set(ALL_PRIMITIVES)
+
+
+@pytest.mark.parametrize("key, name", own_implementations(sorted(PLAN_STEPS)))
+def test_plan_step_computes_its_op_on_every_call(key, name):
+    backend = BACKENDS[key]
+    arguments, x, expected, expected_relu_of_negated = PLAN_STEPS[name]
+    step = getattr(backend, name)(*to_backend(backend, arguments))
+    first = step(backend.from_numpy(x))
+    np.testing.assert_allclose(backend.to_numpy(first), expected, rtol=1e-6)
+    assert step.fuse_relu()  # every backend here fuses a ReLU into these three
+    second = step(backend.from_numpy(-x))
+    np.testing.assert_allclose(backend.to_numpy(second), expected_relu_of_negated, rtol=1e-6)
+    # Numba's CPU steps own their buffer: every call returns it, rewritten. The composed
+    # steps of the other backends return new arrays.
+    assert (step.output is not None) == (key == "numba")
+    if key == "numba":
+        assert first is second is step.output
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",

@@ -1,5 +1,8 @@
 """md.compile: a traced plan gives the model's numbers, folds BatchNorm, refuses other inputs."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -37,6 +40,9 @@ def test_compiled_cnn_matches_the_model_and_folds_every_batch_norm(batch):
     compiled = md.compile(model, x)
     assert not any("BatchNorm" in line for line in compiled.steps), compiled
     assert any("Reshape" in line and "made once" in line for line in compiled.steps), compiled
+    assert _lowered(compiled, "own buffer") == _lowered(compiled) == [
+        "Conv2dFunction", "MaxPool2dFunction", "Conv2dFunction", "MaxPool2dFunction",
+        "LinearFunction", "LinearFunction"], compiled  # on the CPU, into buffers of their own
     for _ in range(2):  # a second call reuses nothing it should not
         x = md.randn(batch, 1, 16, 16)
         np.testing.assert_allclose(compiled(x).numpy(), _eager(model, x).numpy(),
@@ -162,11 +168,48 @@ def test_relu_moves_after_max_pool_with_the_same_values_nan_included():
     np.testing.assert_array_equal(compiled(x).numpy(), _eager(model, x).numpy())
 
 
-# -- the CPU plan: steps lowered onto buffers the plan owns ------------------------------------
+# -- steps lowered onto buffers: the backend's plan steps ----------------------------------------
 
-def _lowered(compiled):
-    return [line.split(" = ")[1].split("(")[0] for line in compiled.steps if "# own buffer" in line]
+def test_the_plan_reaches_kernels_and_buffers_only_through_the_backend_contract():
+    # One way down: md.compile imports the backend package (get_backend) and nothing under it,
+    # no kernel module, no NumPy (strided views of buffers are a backend's business).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from import_scan import imports_in, modules_named
+    root = Path(md.__file__).parents[1]
+    package = root / "minidl" / "inference"
+    reached = {(path.name, module) for path, found in imports_in(package, root)
+               for module in modules_named(found, root)}
+    around = sorted((name, module) for name, module in reached
+                    if module.startswith(("minidl.backend.", "numpy", "numba")))
+    assert not around, around
+    assert ("plan.py", "minidl.backend") in reached  # the scan sees the package's imports
 
+
+def _lowered(compiled, note="# plan step"):
+    """The ops of the steps the backend's plan steps run, in order."""
+    return [line.split(" = ")[1].split("(")[0] for line in compiled.steps if note in line]
+
+
+def _small_cnn():
+    md.manual_seed(8)
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(12, 4), nn.ReLU()).eval()
+
+
+@pytest.mark.skipif(not md.cuda.is_available(), reason="no CUDA device and no numba simulator")
+def test_a_compiled_plan_runs_on_cuda_through_that_backends_plan_steps():
+    model, x = _small_cnn(), md.randn(1, 2, 4, 4)
+    want = _eager(model, x).numpy()
+    compiled = md.compile(model.to("cuda"), x.to("cuda"))
+    assert _lowered(compiled) == ["Conv2dFunction", "MaxPool2dFunction", "LinearFunction"], \
+        compiled
+    for _ in range(2):
+        got = compiled(x.to("cuda"))
+        assert got.device == "cuda:0"
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+# -- the Numba CPU backend's plan steps --------------------------------------------------------
 
 @pytest.mark.parametrize("conv, pool, batch, dtype", [
     (dict(kernel_size=3, padding=1), dict(kernel_size=2), 1, np.float32),

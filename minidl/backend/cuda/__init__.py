@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from .. import composed
+from .. import composed, plan_steps
 from ..primitives import Backend
 from ..cuda_availability import require_cuda
 
@@ -212,6 +212,21 @@ class CudaBackend(Backend):
     sgd_update_group = staticmethod(optim_kernels.sgd_update_group)
     adam_update_group = staticmethod(optim_kernels.adam_update_group)
 
+    # md.compile's steps, composed of this backend's primitives (backend/plan_steps.py). Methods
+    # rather than static: a step keeps the backend it was made by, and so runs on its GPU.
+    def plan_conv2d(self, x_shape, weight, bias, stride, padding, dilation):
+        """:meth:`Backend.plan_conv2d`, composed of this GPU's primitives."""
+        return plan_steps.plan_conv2d(self, x_shape, weight, bias, stride, padding, dilation)
+
+    def plan_max_pool2d(self, x_shape, dtype, kernel_size, stride, padding, dilation, ceil_mode):
+        """:meth:`Backend.plan_max_pool2d`, composed of this GPU's primitives."""
+        return plan_steps.plan_max_pool2d(self, x_shape, dtype, kernel_size, stride, padding,
+                                          dilation, ceil_mode)
+
+    def plan_linear(self, x_shape, weight, bias):
+        """:meth:`Backend.plan_linear`, composed of this GPU's primitives."""
+        return plan_steps.plan_linear(self, x_shape, weight, bias)
+
 
 def _on_gpu(index, primitive):
     @functools.wraps(primitive)
@@ -229,7 +244,8 @@ class _BoundCudaBackend(CudaBackend):
         super().__init__(index)
         from ..primitives import ALL_PRIMITIVES
         for name in ALL_PRIMITIVES:
-            setattr(self, name, _on_gpu(index, getattr(CudaBackend, name)).__func__)
+            if not name.startswith("plan_"):  # those are methods: bound to this instance
+                setattr(self, name, _on_gpu(index, getattr(CudaBackend, name)).__func__)
 
     def on_device(self, index: int) -> "Backend":
         return CudaBackend().on_device(index)

@@ -24,8 +24,9 @@ are bitwise the same at any thread count. ``md.set_num_threads`` sizes both pool
 process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
+from .. import composed
 from ..reference import ReferenceBackend
-from . import elementwise, loading
+from . import elementwise, loading, plan_steps
 from .loading import Kernel, load_kernels
 from .process_settings import apply_process_settings
 
@@ -73,3 +74,7 @@ class NumbaCpuBackend(ReferenceBackend):
     adam_update = Kernel("optim_kernels")
     random_uniform = Kernel("random_kernels", stand_in=loading.random_uniform)
     random_normal = Kernel("random_kernels")
+    # md.compile's steps, on buffers they own (plan_steps.py)
+    plan_conv2d = composed.OfTheBackendClass(plan_steps.plan_conv2d, "plan_conv2d")
+    plan_max_pool2d = composed.OfTheBackendClass(plan_steps.plan_max_pool2d, "plan_max_pool2d")
+    plan_linear = composed.OfTheBackendClass(plan_steps.plan_linear, "plan_linear")

@@ -1,16 +1,16 @@
 """Max pooling for evaluation only, writing into buffers the compiled inference plan owns.
 
 The training kernel (:mod:`.pool`) also records each window's argmax, the cell its gradient goes
-back to, and allocates both results. The compiled plan (:mod:`minidl.inference`) has no backward
+back to, and allocates both results. A compiled plan (:mod:`minidl.inference`) has no backward
 pass and knows every shape when it is built. For the usual 2x2 pool, the kernel here computes
 only the maxima, straight into the plan's buffer, with the ReLU that usually follows applied on
 the way out (the plan moves a ReLU after the pool: max(relu a, relu b) = relu(max(a, b))); its
 input may be a convolution's output rows with unused columns on the right. Other geometries run
 the training kernel into plan-owned buffers.
 
-Not backend primitives: they fuse primitives the contract already has (``max_pool2d_forward``,
-``relu``) for one backend and one purpose; the plan uses those primitives on every other
-backend. ``tests/backend/test_eval_kernels_agree.py`` checks them against that composition.
+They run this backend's ``plan_max_pool2d`` steps (:mod:`.plan_steps`); other backends compose
+that primitive of ``max_pool2d_forward`` and ``relu``. ``tests/backend/test_eval_kernels_agree.py``
+checks them against that composition.
 Compiled on first call (``cache=True``), never at import.
 """
 

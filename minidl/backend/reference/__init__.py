@@ -5,7 +5,7 @@ check by eye. The Numba backend extends this class, replacing the kernels that p
 against it.
 """
 
-from .. import composed
+from .. import composed, plan_steps
 from ..primitives import Backend
 from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 
@@ -126,3 +126,8 @@ class ReferenceBackend(Backend):
     sgd_update_group = composed.OfTheBackendClass(composed.sgd_update_group, "sgd_update_group")
     adam_update_group = composed.OfTheBackendClass(composed.adam_update_group,
                                                    "adam_update_group")
+
+    # compiled inference (md.compile): the op's own primitives, copied into the step's buffer
+    plan_conv2d = composed.OfTheBackendClass(plan_steps.plan_conv2d, "plan_conv2d")
+    plan_max_pool2d = composed.OfTheBackendClass(plan_steps.plan_max_pool2d, "plan_max_pool2d")
+    plan_linear = composed.OfTheBackendClass(plan_steps.plan_linear, "plan_linear")

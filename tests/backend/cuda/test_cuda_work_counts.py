@@ -128,3 +128,26 @@ def test_the_ptx_report_compiles_every_kernel_of_both_steps():
     assert "stopped early" not in result.stdout, result.stdout
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  gemm")]
     assert rows and rows[0][-2] in ("0", "-"), result.stdout  # no spills
+
+
+def test_a_compiled_plan_launches_no_more_kernels_than_its_ops_one_by_one(counter, monkeypatch):
+    # md.compile hands convolutions, pools and linear layers to the backend's plan steps; on
+    # CUDA they are composed of the ops' own primitives and must not add launches (a copy of
+    # each result into a fixed buffer once added one per step).
+    from minidl.inference import plan
+    md.manual_seed(0)
+    nn = md.nn
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(8, 2)).eval().to("cuda")
+    x = md.randn(1, 1, 4, 4).to("cuda")
+
+    def launches_per_call(compiled):
+        counter.launches.clear()
+        compiled(x)
+        return sum(counter.launches.values())
+    lowered = md.compile(model, x)
+    assert sum("# plan step" in line for line in lowered.steps) == 3, lowered
+    monkeypatch.setattr(plan, "lower_steps", lambda *args: {})
+    op_by_op = md.compile(model, x)
+    assert not any("# plan step" in line for line in op_by_op.steps)
+    assert launches_per_call(lowered) <= launches_per_call(op_by_op)
