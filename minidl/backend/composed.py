@@ -3,12 +3,12 @@
 Each function takes the backend ``be`` first and uses only its primitives, so it runs on any
 device. Two kinds live here:
 
-* **Operations that are not primitives.** ``ones``, ``neg``, the comparisons other than
-  ``equal`` and ``less``, the logical operations, ``sign``, ``clip``, ``stack`` and
-  ``min``/``argmin`` would each cost a primitive's place in the contract (and a kernel in every
-  backend) without paying for it: composed, they do the same arithmetic, so they give the same
-  bits (the docstrings say where a NaN's sign or a zero's differs) in one or a few passes over
-  memory. Ops call them as ``composed.sign(be, x)``.
+* **Operations that are not primitives.** ``ones``, ``zeros_like``/``ones_like``, ``fill_``,
+  ``neg``, the comparisons other than ``equal`` and ``less``, the logical operations, ``sign``,
+  ``clip``, ``stack`` and ``min``/``argmin`` would each cost a primitive's place in the contract
+  (and a kernel in every backend) without paying for it: composed, they do the same arithmetic,
+  so they give the same bits (but for the sign of a NaN under ``neg``) in one or a few passes
+  over memory. Ops call them as ``composed.sign(be, x)``.
 * **Fallbacks for fused primitives** (batch norm, the optimizers' group updates): what a backend
   without a fused kernel of its own binds, with :class:`OfTheBackendClass`, to have the primitive
   at once. Correct everywhere and slower than a fused kernel: every expression is a pass over

@@ -231,4 +231,7 @@ def test_a_primitive_no_module_implements_is_named_when_the_class_is_made():
     with pytest.raises(TypeError, match="softmax_grad is not a primitive of the contract"):
         implemented_by(*modules, rnn_kernels, composed_primitives=("softmax_grad",))(
             type("Extra", (Backend,), {}))
+    with pytest.raises(TypeError, match="minidl.backend.composed has no softmax;"):
+        implemented_by(*modules, rnn_kernels, composed_primitives=("softmax",))(
+            type("Unwritten", (Backend,), {}))
 

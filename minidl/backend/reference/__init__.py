@@ -25,7 +25,8 @@ def implemented_by(*modules, composed_primitives=()):
     checks, are left alone); each name in ``composed_primitives`` is bound instead to the
     :mod:`~minidl.backend.composed` function of that name, calling the class's own primitives.
     Checked when the class is made: ``TypeError`` naming every primitive no module defines,
-    every one two modules define, and every composed name that is not a primitive.
+    every one two modules define, and every composed name that is not a primitive or has no
+    composed function.
     """
     def bind(backend_class):
         implementations = {}
@@ -35,8 +36,10 @@ def implemented_by(*modules, composed_primitives=()):
                         and function.__module__ == module.__name__:
                     implementations.setdefault(name, []).append(module.__name__)
                     setattr(backend_class, name, staticmethod(function))
-        problems = [f"{name} is not a primitive of the contract"
-                    for name in composed_primitives if name not in ALL_PRIMITIVES]
+        problems = [f"{name} is not a primitive of the contract" if name not in ALL_PRIMITIVES
+                    else f"minidl.backend.composed has no {name}"
+                    for name in composed_primitives
+                    if name not in ALL_PRIMITIVES or not hasattr(composed, name)]
         for name in composed_primitives:
             implementations.setdefault(name, []).append("composed")
             setattr(backend_class, name,
