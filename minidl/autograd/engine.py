@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import composed
 from .hooks import RemovableHandle, add_hook
 
 
@@ -323,7 +324,7 @@ def _seed_gradient(op: str, root, grad, create_graph: bool):
             raise RuntimeError(f"{op}: grad can be implicitly created only for a scalar "
                                f"output, but the output has shape {root.shape}; pass the "
                                f"output's gradient")
-        ones = backend.ones(root.shape, root.dtype)
+        ones = composed.ones(backend, root.shape, root.dtype)
         return (Tensor._wrap(ones, root.device) if create_graph else ones), False
     if not isinstance(grad, Tensor):
         grad = Tensor._wrap(backend.from_numpy(np.asarray(grad)), root.device)

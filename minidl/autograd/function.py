@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..backend import get_backend
+from ..backend import composed, get_backend
 from . import tracing
 from .grad_mode import is_grad_enabled
 
@@ -222,7 +222,7 @@ def constant_slope(node, grad):
     """
     from .tensor import Tensor
 
-    slopes = node.backward(node.backend.ones(grad.shape, grad.dtype))
+    slopes = node.backward(composed.ones(node.backend, grad.shape, grad.dtype))
     if not isinstance(slopes, tuple):
         return grad * Tensor._wrap(slopes, grad.device)
     return tuple(None if slope is None else grad * Tensor._wrap(slope, grad.device)

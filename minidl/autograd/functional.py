@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import composed
 from .engine import grad
 from .grad_mode import enable_grad
 from .tensor import Tensor
@@ -62,7 +63,7 @@ def _default_vector(op: str, outputs: tuple) -> tuple:
     if len(outputs) != 1 or outputs[0].numel() != 1:
         raise ValueError(f"{op}: v may be left out only when the function returns a single "
                          f"one-element tensor")
-    return (Tensor._wrap(outputs[0].backend.ones(outputs[0].shape, outputs[0].dtype),
+    return (Tensor._wrap(composed.ones(outputs[0].backend, outputs[0].shape, outputs[0].dtype),
                          outputs[0].device),)
 
 

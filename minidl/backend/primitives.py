@@ -35,6 +35,13 @@ Rules that hold for every primitive unless its own docstring says otherwise:
 * **Errors.** Bad host arguments raise ``ValueError`` (or ``IndexError`` for indices, as noted);
   a primitive never returns garbage for an input it could have rejected.
 
+The list is short on purpose: each primitive is a kernel in every backend, so one that the
+others compose at the same speed is not one (``ones`` is ``full`` of 1, ``a > b`` is ``b < a``,
+``min`` is ``max`` of the order-reversed values). Those compositions live in
+:mod:`minidl.backend.composed`, written once for every backend; a fused primitive (batch norm,
+the softmax gradient) stays only while it is measured faster than its composed form on the
+benchmark shapes (``benchmarks/bench_fused_primitives.py``).
+
 The list is checked per backend, by signature and by behaviour, in
 ``tests/backend/test_backend_primitive_list.py``; an opaque-array backend in the tests proves
 that nothing above the backend reaches around it.
@@ -132,24 +139,9 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def ones(shape, dtype):
-        """A new array of ``shape`` filled with 1."""
-        raise NotImplementedError
-
-    @staticmethod
     def full(shape, value, dtype):
         """A new array of ``shape`` filled with the Python scalar ``value`` (no host copy: the
         value is a kernel argument)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def zeros_like(array):
-        """A new array of zeros with ``array``'s shape and dtype."""
-        raise NotImplementedError
-
-    @staticmethod
-    def ones_like(array):
-        """A new array of ones with ``array``'s shape and dtype."""
         raise NotImplementedError
 
     @staticmethod
@@ -167,11 +159,6 @@ class Backend:
         raise NotImplementedError
 
     # -- in place and memory ---------------------------------------------------------------------
-
-    @staticmethod
-    def fill_(array, value):
-        """Set every element of ``array`` to the Python scalar ``value``, in place."""
-        raise NotImplementedError
 
     @staticmethod
     def assign_(target, source):
@@ -227,11 +214,6 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def neg(a):
-        """-a."""
-        raise NotImplementedError
-
-    @staticmethod
     def power(a, b):
         """a ** b (floating a: nan for a negative base with a non-integer exponent)."""
         raise NotImplementedError
@@ -252,16 +234,12 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def tanh(a):
-        """Hyperbolic tangent (floating a)."""
-        raise NotImplementedError
-
-    @staticmethod
     def math_function(a, name):
         """Python's ``math.<name>`` of every element of floating a, in a's dtype, for ``name`` in
-        :data:`MATH_FUNCTIONS` (the trigonometric and hyperbolic functions and their inverses,
-        and erf). As NumPy: nan outside a function's domain (asin of 2, sin of inf), ±inf at a
-        pole (atanh of ±1) and where sinh/cosh overflow. ValueError naming ``name`` otherwise."""
+        :data:`MATH_FUNCTIONS` (the trigonometric and hyperbolic functions, tanh among them,
+        their inverses, and erf). As NumPy: nan outside a function's domain (asin of 2, sin of
+        inf), ±inf at a pole (atanh of ±1) and where sinh/cosh overflow. ValueError naming
+        ``name`` otherwise."""
         raise NotImplementedError
 
     @staticmethod
@@ -285,18 +263,13 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def sign(a):
-        """-1, 0 or 1 by the sign of a, in a's dtype."""
-        raise NotImplementedError
-
-    @staticmethod
     def maximum(a, b):
-        """The larger of a and b (nan if either is nan)."""
+        """The larger of a and b (nan if either is nan); for bools, a or b."""
         raise NotImplementedError
 
     @staticmethod
     def minimum(a, b):
-        """The smaller of a and b (nan if either is nan)."""
+        """The smaller of a and b (nan if either is nan); for bools, a and b."""
         raise NotImplementedError
 
     @staticmethod
@@ -305,53 +278,15 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def clip(x, low, high):
-        """x limited to [low, high]; either bound may be None (no limit on that side)."""
-        raise NotImplementedError
-
-    @staticmethod
     def equal(a, b):
         """a == b, bool."""
         raise NotImplementedError
 
     @staticmethod
-    def not_equal(a, b):
-        """a != b, bool."""
-        raise NotImplementedError
-
-    @staticmethod
     def less(a, b):
-        """a < b, bool."""
-        raise NotImplementedError
-
-    @staticmethod
-    def less_equal(a, b):
-        """a <= b, bool."""
-        raise NotImplementedError
-
-    @staticmethod
-    def greater(a, b):
-        """a > b, bool."""
-        raise NotImplementedError
-
-    @staticmethod
-    def greater_equal(a, b):
-        """a >= b, bool."""
-        raise NotImplementedError
-
-    @staticmethod
-    def logical_not(a):
-        """not a, for a bool array."""
-        raise NotImplementedError
-
-    @staticmethod
-    def logical_and(a, b):
-        """a and b, for bool operands (broadcasting)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def logical_or(a, b):
-        """a or b, for bool operands (broadcasting)."""
+        """a < b, bool. With ``equal``, the only comparisons: the others (>, <=, >=, !=) and the
+        logical operations are composed of these two, ``maximum`` and ``minimum``
+        (:mod:`minidl.backend.composed`)."""
         raise NotImplementedError
 
     # -- reductions (axis: None for all, an int, or a tuple of non-negative ints) ---------------
@@ -367,19 +302,9 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def min(x, axis=None, keepdims=False):
-        """The smallest element over ``axis`` (``ValueError`` over an empty axis)."""
-        raise NotImplementedError
-
-    @staticmethod
     def argmax(x, axis=None, keepdims=False):
         """int64 index of the largest element along the int ``axis`` (flattened when None);
         the first one on ties."""
-        raise NotImplementedError
-
-    @staticmethod
-    def argmin(x, axis=None, keepdims=False):
-        """int64 index of the smallest element; the first one on ties."""
         raise NotImplementedError
 
     # -- movement and indexing -------------------------------------------------------------------
@@ -437,11 +362,6 @@ class Backend:
     @staticmethod
     def concatenate(arrays, axis):
         """The arrays (a sequence) joined along an existing ``axis``."""
-        raise NotImplementedError
-
-    @staticmethod
-    def stack(arrays, axis):
-        """The same-shaped arrays joined along a new ``axis``."""
         raise NotImplementedError
 
     # -- linear algebra --------------------------------------------------------------------------
@@ -689,7 +609,7 @@ ALL_PRIMITIVES = _primitive_names()
 """The names of every primitive, in the contract's order."""
 
 
-MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
                   "acosh", "atanh", "erf")
 """The names :meth:`Backend.math_function` takes (Python's ``math`` module spells them so)."""
 

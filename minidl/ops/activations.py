@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..autograd.function import Function, ReadsInputsWhenRecorded, constant_slope
 from ..autograd.tensor import Tensor
+from ..backend import composed
 from ._util import require_float
 
 
@@ -20,14 +21,14 @@ def _bool(mask, like: Tensor) -> Tensor:
 
 def _softplus(be, z):
     # log(1 + eᶻ) = max(z, 0) + log(1 + e^-|z|): the exponent is never positive, so no overflow.
-    return be.add(be.relu(z), be.log(be.add(be.exp(be.neg(be.abs(z))), 1.0)))
+    return be.add(be.relu(z), be.log(be.add(be.exp(composed.neg(be, be.abs(z))), 1.0)))
 
 
 class LeakyReluFunction(Function):
     # y = x for x > 0, slope·x otherwise;  dy/dx = 1 or slope (slope at 0, as PyTorch).
     def forward(self, a, negative_slope):
         be = self.backend
-        self.positive, self.slope = be.greater(a, 0), negative_slope
+        self.positive, self.slope = composed.greater(be, a, 0), negative_slope
         return be.where(self.positive, a, be.mul(a, negative_slope))
 
     def backward(self, grad):
@@ -48,7 +49,7 @@ def _expm1(be, z):
     u_minus_1 = be.sub(u, 1.0)
     is_one, is_zero = be.equal(u, 1.0), be.equal(u, 0.0)
     # any value away from 1 and 0 where those branches are taken: they are not used
-    log_u = be.log(be.where(be.logical_or(is_one, is_zero), 2.0, u))
+    log_u = be.log(be.where(composed.logical_or(be, is_one, is_zero), 2.0, u))
     kahan = be.mul(u_minus_1, be.div(z, log_u))
     return be.where(is_one, z, be.where(is_zero, -1.0, kahan))
 
@@ -59,7 +60,7 @@ class EluFunction(Function):
         be = self.backend
         # "not x <= 0" rather than x > 0: a NaN takes the linear branch, whose gradient is
         # 1 (PyTorch's test), not the exponential one's NaN.
-        self.positive, self.alpha = be.logical_not(be.less_equal(a, 0)), alpha
+        self.positive, self.alpha = composed.logical_not(be, composed.less_equal(be, a, 0)), alpha
         # eˣ - 1 only where x <= 0 (min(x, 0)), so eˣ cannot overflow.
         negative_part = be.mul(_expm1(be, be.minimum(a, a.dtype.type(0))), alpha)
         self.out = be.where(self.positive, a, negative_part)
@@ -80,7 +81,7 @@ class SoftplusFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, a, beta, threshold):
         be = self.backend
         z = be.mul(a, beta)
-        self.linear, self.z, self.beta = be.greater(z, threshold), z, beta
+        self.linear, self.z, self.beta = composed.greater(be, z, threshold), z, beta
         return be.where(self.linear, a, be.div(_softplus(be, z), beta))
 
     def backward(self, grad):
@@ -117,7 +118,7 @@ class MishFunction(Function):
     # since d softplus/dx = σ(x).
     def forward(self, a):
         be = self.backend
-        self.a, self.t = a, be.tanh(_softplus(be, a))
+        self.a, self.t = a, be.math_function(_softplus(be, a), "tanh")
         return be.mul(a, self.t)
 
     def backward(self, grad):
@@ -139,8 +140,8 @@ class HardsigmoidFunction(Function):
     # so create_graph through it raises, as there.
     def forward(self, a):
         be = self.backend
-        self.inside = be.logical_and(be.greater(a, -3.0), be.less(a, 3.0))
-        return be.clip(be.add(be.div(a, 6.0), 0.5), 0.0, 1.0)
+        self.inside = composed.logical_and(be, composed.greater(be, a, -3.0), be.less(a, 3.0))
+        return composed.clip(be, be.add(be.div(a, 6.0), 0.5), 0.0, 1.0)
 
     def backward(self, grad):
         be = self.backend
@@ -153,13 +154,13 @@ class HardswishFunction(Function):
     def forward(self, a):
         be = self.backend
         self.a = a
-        return be.mul(a, be.div(be.clip(be.add(a, 3.0), 0.0, 6.0), 6.0))
+        return be.mul(a, be.div(composed.clip(be, be.add(a, 3.0), 0.0, 6.0), 6.0))
 
     def backward(self, grad):
         be = self.backend
         middle = be.mul(grad, be.add(be.div(self.a, 3.0), 0.5))
         upper = be.where(be.less(self.a, 3.0), middle, grad)
-        return be.where(be.less_equal(self.a, -3.0), grad.dtype.type(0), upper)
+        return be.where(composed.less_equal(be, self.a, -3.0), grad.dtype.type(0), upper)
 
     def differentiable_backward(self, grad, output):
         from .shape import where
@@ -174,7 +175,7 @@ class PreluFunction(Function):
     # sums it over the axes the weight was broadcast along.
     def forward(self, a, weight):
         be = self.backend
-        self.a, self.weight, self.positive = a, weight, be.greater(a, 0)
+        self.a, self.weight, self.positive = a, weight, composed.greater(be, a, 0)
         return be.where(self.positive, a, be.mul(a, weight))
 
     def backward(self, grad):

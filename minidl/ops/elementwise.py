@@ -12,6 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function, constant_slope
 from ..autograd.tensor import Tensor
+from ..backend import composed
 from ._util import binary_operands, number_as, refuse_bool, require_float, result_dtype
 from .shape import where
 
@@ -32,7 +33,7 @@ class SubFunction(Function):
         return self.backend.sub(a, b)
 
     def backward(self, grad):
-        return grad, self.backend.neg(grad)
+        return grad, composed.neg(self.backend, grad)
 
     def differentiable_backward(self, grad, output):
         return grad, -grad
@@ -67,8 +68,8 @@ class DivFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        grad_b = be.neg(be.div(be.mul(grad, self.out), self.b)) if self.needs_input_grad[1] \
-            else None
+        grad_b = composed.neg(be, be.div(be.mul(grad, self.out), self.b)) \
+            if self.needs_input_grad[1] else None
         return be.div(grad, self.b), grad_b
 
     def differentiable_backward(self, grad, output):
@@ -83,7 +84,7 @@ class FloorDivideFunction(Function):
         return self.backend.floor_divide(a, b)
 
     def backward(self, grad):
-        zeros = self.backend.zeros_like(grad)
+        zeros = composed.zeros_like(self.backend, grad)
         return zeros, zeros
 
     def differentiable_backward(self, grad, output):
@@ -100,7 +101,7 @@ class RemainderFunction(Function):
 
     def backward(self, grad):
         be = self.backend
-        return grad, be.neg(be.mul(grad, be.floor_divide(self.a, self.b)))
+        return grad, composed.neg(be, be.mul(grad, be.floor_divide(self.a, self.b)))
 
     def differentiable_backward(self, grad, output):
         a, b = self.parents
@@ -109,10 +110,10 @@ class RemainderFunction(Function):
 
 class NegFunction(Function):
     def forward(self, a):
-        return self.backend.neg(a)
+        return composed.neg(self.backend, a)
 
     def backward(self, grad):
-        return self.backend.neg(grad)
+        return composed.neg(self.backend, grad)
 
     def differentiable_backward(self, grad, output):
         return -grad
@@ -128,7 +129,7 @@ class PowScalarFunction(Function):
     def backward(self, grad):
         be, p = self.backend, self.exponent
         if p == 0:
-            return be.zeros_like(grad)
+            return composed.zeros_like(be, grad)
         local = be.mul(be.power(self.a, self.a.dtype.type(p - 1)), self.a.dtype.type(p))
         return be.mul(grad, local)
 
@@ -154,7 +155,7 @@ class PowFunction(Function):
         # Where b = 0 the base is replaced by 1, so the product is b · 1 = 0 without a 0^-1.
         base = be.where(be.equal(self.b, 0), self.a.dtype.type(1), self.a)
         grad_a = be.mul(grad, be.mul(self.b, be.power(base, be.sub(self.b, 1))))
-        safe_log = be.log(be.where(be.greater(self.a, 0), self.a, 1))
+        safe_log = be.log(be.where(composed.greater(be, self.a, 0), self.a, 1))
         grad_b = be.mul(grad, be.mul(self.out, safe_log))
         return grad_a, grad_b
 
@@ -208,7 +209,7 @@ class SqrtFunction(Function):
 class TanhFunction(Function):
     # d tanh(a)/da = 1 - tanh(a)²
     def forward(self, a):
-        self.out = self.backend.tanh(a)
+        self.out = self.backend.math_function(a, "tanh")
         return self.out
 
     def backward(self, grad):
@@ -265,7 +266,7 @@ class AbsFunction(Function):
     def backward(self, grad):
         # d|a|/da = sign(a), taken as 0 at a NaN (PyTorch's sgn), where NumPy's sign is NaN.
         be = self.backend
-        sign = be.where(be.equal(self.a, self.a), be.sign(self.a), grad.dtype.type(0))
+        sign = be.where(be.equal(self.a, self.a), composed.sign(be, self.a), grad.dtype.type(0))
         return be.mul(grad, sign)
 
     def differentiable_backward(self, grad, output):
@@ -305,11 +306,11 @@ def _route_by_comparison(be, grad, winner_if_greater, other):
     shared = be.where(be.equal(winner_if_greater, other), be.mul(grad, grad.dtype.type(0.5)),
                       grad)
     return (be.where(be.less(winner_if_greater, other), zero, shared),
-            be.where(be.greater(winner_if_greater, other), zero, shared))
+            be.where(composed.greater(be, winner_if_greater, other), zero, shared))
 
 
 def _constant_zeros(like: Tensor) -> Tensor:
-    return Tensor._wrap(like.backend.zeros_like(like.data), like.device)
+    return Tensor._wrap(composed.zeros_like(like.backend, like.data), like.device)
 
 
 class GeluDerivativeFunction(Function):
@@ -326,7 +327,7 @@ class GeluDerivativeFunction(Function):
     def forward(self, a, approximate):
         self.approximate = approximate
         be = self.backend
-        return be.gelu_backward(be.ones(a.shape, a.dtype), a, approximate)
+        return be.gelu_backward(composed.ones(be, a.shape, a.dtype), a, approximate)
 
     def backward(self, grad):
         from ..autograd.grad_mode import no_grad
@@ -353,11 +354,11 @@ class ClampFunction(Function):
     # Gradient passes where low <= a <= high, is 0 where the value was clipped.
     def forward(self, a, low, high):
         be = self.backend
-        above = None if low is None else be.greater_equal(a, low)
-        below = None if high is None else be.less_equal(a, high)
+        above = None if low is None else composed.greater_equal(be, a, low)
+        below = None if high is None else composed.less_equal(be, a, high)
         self.inside = below if above is None else above if below is None else \
-            be.logical_and(above, below)
-        return be.clip(a, low, high)
+            composed.logical_and(be, above, below)
+        return composed.clip(be, a, low, high)
 
     def backward(self, grad):
         return self.backend.where(self.inside, grad, grad.dtype.type(0))
@@ -367,7 +368,8 @@ class ClampFunction(Function):
 
 
 class CompareFunction(Function):
-    """a <op> b element by element, as a bool tensor; ``primitive`` names the backend's test.
+    """a <op> b element by element, as a bool tensor; ``primitive`` names the test (``equal``
+    and ``less`` are the backend's primitives, the other comparisons composed of them).
 
     A step function of its inputs, so there is no gradient to pass back (see
     ``Function.differentiable``). It is still an op, not a direct backend call, so that an export
@@ -377,28 +379,30 @@ class CompareFunction(Function):
     differentiable = False
 
     def forward(self, a, b, primitive):
-        return getattr(self.backend, primitive)(a, b)
+        if primitive in ("equal", "less"):
+            return getattr(self.backend, primitive)(a, b)
+        return getattr(composed, primitive)(self.backend, a, b)
 
 
 class LogicalNotFunction(Function):
     differentiable = False
 
     def forward(self, a):
-        return self.backend.logical_not(a)
+        return composed.logical_not(self.backend, a)
 
 
 class LogicalAndFunction(Function):
     differentiable = False
 
     def forward(self, a, b):
-        return self.backend.logical_and(a, b)
+        return composed.logical_and(self.backend, a, b)
 
 
 class LogicalOrFunction(Function):
     differentiable = False
 
     def forward(self, a, b):
-        return self.backend.logical_or(a, b)
+        return composed.logical_or(self.backend, a, b)
 
 
 # -- functional forms ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor, as_tensor
+from ..backend import composed
 from ..random import resolve
 from ._util import broadcast_shape, normalize_axis, promote_operands, require_float
 from .shape import where
@@ -95,8 +96,8 @@ class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
         # PyTorch's mean divides by the number of targets that are not ignored. The count stays
         # on the device (reading it would wait for the device); with every target ignored the
         # mean is nan, as PyTorch's (divided by nan rather than 0: the same nan, no warning).
-        self.count = be.sum(be.astype(be.not_equal(targets, ignore_index), logits.dtype))
-        return be.div(total, be.where(be.greater(self.count, 0), self.count, np.nan))
+        self.count = be.sum(be.astype(composed.not_equal(be, targets, ignore_index), logits.dtype))
+        return be.div(total, be.where(composed.greater(be, self.count, 0), self.count, np.nan))
 
     def backward(self, grad):
         be = self.backend
@@ -113,9 +114,9 @@ class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
         # loss_i = (1 - ε)·(-log p_i[t_i]) + ε/C·Σ_c(-log p_i[c]), 0 where t_i is ignored.
         be = self.backend
         log_probs = log_softmax(logits, axis=1)
-        keep = be.not_equal(self.targets, self.ignore_index)
-        picked = Tensor._wrap(be.logical_and(
-            be.one_hot(be.where(keep, self.targets, 0), logits.shape[1], np.bool_),
+        keep = composed.not_equal(be, self.targets, self.ignore_index)
+        picked = Tensor._wrap(composed.logical_and(
+            be, be.one_hot(be.where(keep, self.targets, 0), logits.shape[1], np.bool_),
             be.reshape(keep, (-1, 1))), logits.device)
         losses = -where(picked, log_probs, 0.0).sum(axis=1)
         if self.smoothing:
@@ -203,13 +204,13 @@ def _picked_targets(op: str, rows: Tensor, flat: Tensor, weight, ignore_index: i
     when ignored). Built on the device; the backend rejects targets out of range."""
     be = rows.backend
     t = be.astype(flat.data, np.int64)
-    keep = be.not_equal(t, ignore_index)
+    keep = composed.not_equal(be, t, ignore_index)
     try:
         one_hot = be.one_hot(be.where(keep, t, 0), rows.shape[1], np.bool_)
     except IndexError:
         raise ValueError(f"{op}: targets must be in [0, {rows.shape[1]}) or "
                          f"ignore_index={ignore_index}") from None
-    picked = Tensor._wrap(be.logical_and(one_hot, be.reshape(keep, (-1, 1))), rows.device)
+    picked = Tensor._wrap(composed.logical_and(be, one_hot, be.reshape(keep, (-1, 1))), rows.device)
     kept = Tensor._wrap(keep, rows.device)
     row_weight = picked.to(dtype=rows.dtype).sum(axis=1) if weight is None else \
         where(picked, weight.detach().reshape(1, -1), 0.0).sum(axis=1)
@@ -316,9 +317,9 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
     def forward(self, x, y, pos_weight=None):
         be = self.backend
         self.x, self.y, self.pos_weight = x, y, pos_weight
-        self.softplus_neg = be.add(be.relu(be.neg(x)), be.log(be.add(be.exp(be.neg(be.abs(x))),
-                                                                         1)))
-        self.log_weight = be.ones_like(y) if pos_weight is None else be.add(
+        self.softplus_neg = be.add(be.relu(composed.neg(be, x)),
+                                   be.log(be.add(be.exp(composed.neg(be, be.abs(x))), 1)))
+        self.log_weight = composed.ones_like(be, y) if pos_weight is None else be.add(
             be.mul(be.sub(pos_weight, 1), y), 1)
         return be.add(be.mul(be.sub(1, y), x), be.mul(self.log_weight, self.softplus_neg))
 
@@ -327,7 +328,7 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
         positive_weight = self.y if self.pos_weight is None else be.mul(self.pos_weight, self.y)
         grad_x = be.mul(grad, be.sub(be.mul(self.log_weight, be.sigmoid(self.x)),
                                      positive_weight))
-        d_y = be.neg(self.x)
+        d_y = composed.neg(be, self.x)
         if self.pos_weight is not None:
             d_y = be.add(d_y, be.mul(be.sub(self.pos_weight, 1), self.softplus_neg))
         grads = (grad_x, be.mul(grad, d_y))

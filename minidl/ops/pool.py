@@ -11,6 +11,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ..backend import composed
 from .size_arguments import int_pair, pool_window
 from .shape import cat
 
@@ -67,7 +68,7 @@ class MaxPool2dGradFunction(Function):
         n, c, height, width = self.x_shape
         planes = n * c
         winners = be.reshape(self.argmax, (planes, -1 if planes else 0))
-        has_cell = be.greater_equal(winners, 0)
+        has_cell = composed.greater_equal(be, winners, 0)
         plane = be.from_numpy(np.arange(planes, dtype=np.int64).reshape(planes, 1))
         picked = grad.reshape(planes, height * width)[plane, be.where(has_cell, winners, 0)]
         mask = Tensor._wrap(be.astype(has_cell, grad.dtype), grad.device)

@@ -17,6 +17,7 @@ appended as row T (a node has one output); the layer splits them.
 from __future__ import annotations
 
 from ..autograd.function import Function, ReadsInputsWhenRecorded
+from ..backend import composed
 
 
 def _input_gates(be, x, w_ih, b_ih, b_hh):
@@ -95,14 +96,14 @@ class LSTMRecurrenceFunction(_RecurrenceFunction):
             h, c, activated = be.lstm_cell_forward(step_gates, c_prev)
             self.saved[t] = (h_prev, c_prev, c, activated)
             outputs[t] = h
-        return be.stack(outputs + [c], 0)
+        return composed.stack(be, outputs + [c], 0)
 
     def backward(self, grad):
         be = self.backend
         steps = len(self.saved)
         # shaped like an output h (N, H), which is c's shape: the h fed in may be narrower
         # (an LSTM with a projection runs this op one step at a time on projected states)
-        grad_h = be.zeros_like(self.saved[0][2])
+        grad_h = composed.zeros_like(be, self.saved[0][2])
         grad_c = be.getitem(grad, (steps,))
         gate_grads = [None] * steps
         for t in _order(steps, not self.reverse):
@@ -110,8 +111,8 @@ class LSTMRecurrenceFunction(_RecurrenceFunction):
             dh = be.add(be.getitem(grad, (t,)), grad_h)
             gate_grads[t], grad_c = be.lstm_cell_backward(dh, grad_c, c_prev, c, activated)
             grad_h = be.matmul(gate_grads[t], self.w_hh)
-        gate_grads = be.stack(gate_grads, 0)
-        previous = be.stack([saved[0] for saved in self.saved], 0)
+        gate_grads = composed.stack(be, gate_grads, 0)
+        previous = composed.stack(be, [saved[0] for saved in self.saved], 0)
         grad_x, dw_ih, db = _weight_grads(be, gate_grads, self.x, self.w_ih)
         _, dw_hh, _ = _weight_grads(be, gate_grads, previous, self.w_hh)
         return self._grads(grad_x, (grad_h, grad_c), dw_ih, dw_hh, db, db)
@@ -146,12 +147,12 @@ class GRURecurrenceFunction(_RecurrenceFunction):
             h, activated = be.gru_cell_forward(be.getitem(input_gates, (t,)), hidden_gates, h_prev)
             self.saved[t] = (h_prev, hidden_gates, activated)
             outputs[t] = h
-        return be.stack(outputs, 0)
+        return composed.stack(be, outputs, 0)
 
     def backward(self, grad):
         be = self.backend
         steps = len(self.saved)
-        grad_h = be.zeros_like(self.saved[0][0])
+        grad_h = composed.zeros_like(be, self.saved[0][0])
         input_grads, hidden_grads = [None] * steps, [None] * steps
         for t in _order(steps, not self.reverse):
             h_prev, hidden_gates, activated = self.saved[t]
@@ -159,9 +160,11 @@ class GRURecurrenceFunction(_RecurrenceFunction):
             input_grads[t], hidden_grads[t], direct = be.gru_cell_backward(
                 dh, hidden_gates, h_prev, activated)
             grad_h = be.add(direct, be.matmul(hidden_grads[t], self.w_hh))
-        previous = be.stack([saved[0] for saved in self.saved], 0)
-        grad_x, dw_ih, db_ih = _weight_grads(be, be.stack(input_grads, 0), self.x, self.w_ih)
-        _, dw_hh, db_hh = _weight_grads(be, be.stack(hidden_grads, 0), previous, self.w_hh)
+        previous = composed.stack(be, [saved[0] for saved in self.saved], 0)
+        grad_x, dw_ih, db_ih = _weight_grads(be, composed.stack(be, input_grads, 0), self.x,
+                                             self.w_ih)
+        _, dw_hh, db_hh = _weight_grads(be, composed.stack(be, hidden_grads, 0), previous,
+                                        self.w_hh)
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db_ih, db_hh)
 
     @staticmethod
@@ -186,7 +189,8 @@ class RNNRecurrenceFunction(_RecurrenceFunction):
         self.x, self.w_ih, self.w_hh = x, w_ih, w_hh
         gates = _input_gates(be, x, w_ih, b_ih, b_hh)
         w_hh_t = be.copy(be.transpose(w_hh, (1, 0)))  # contiguous: T small products use it
-        activate = be.tanh if nonlinearity == "tanh" else be.relu
+        activate = (lambda z: be.math_function(z, "tanh")) if nonlinearity == "tanh" \
+            else be.relu
         steps = x.shape[0]
         outputs, self.previous = [None] * steps, [None] * steps
         for t in _order(steps, reverse):
@@ -194,12 +198,12 @@ class RNNRecurrenceFunction(_RecurrenceFunction):
             h = activate(be.add(be.getitem(gates, (t,)), be.matmul(h, w_hh_t)))
             outputs[t] = h
         self.outputs = outputs
-        return be.stack(outputs, 0)
+        return composed.stack(be, outputs, 0)
 
     def backward(self, grad):
         be = self.backend
         steps = len(self.outputs)
-        grad_h = be.zeros_like(self.outputs[0])
+        grad_h = composed.zeros_like(be, self.outputs[0])
         pre_grads = [None] * steps
         for t in _order(steps, not self.reverse):
             dh = be.add(be.getitem(grad, (t,)), grad_h)
@@ -207,9 +211,9 @@ class RNNRecurrenceFunction(_RecurrenceFunction):
             pre_grads[t] = be.mul(dh, be.sub(1.0, be.mul(h, h))) if self.nonlinearity == "tanh" \
                 else be.relu_backward(dh, h)  # relu(a) > 0 exactly where a > 0
             grad_h = be.matmul(pre_grads[t], self.w_hh)
-        pre_grads = be.stack(pre_grads, 0)
+        pre_grads = composed.stack(be, pre_grads, 0)
         grad_x, dw_ih, db = _weight_grads(be, pre_grads, self.x, self.w_ih)
-        _, dw_hh, _ = _weight_grads(be, pre_grads, be.stack(self.previous, 0), self.w_hh)
+        _, dw_hh, _ = _weight_grads(be, pre_grads, composed.stack(be, self.previous, 0), self.w_hh)
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db, db)
 
     def _cell(self, input_gates, hidden_gates, states):

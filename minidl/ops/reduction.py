@@ -14,6 +14,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor
+from ..backend import composed
 from ._util import normalize_axes, refuse_bool
 
 
@@ -57,6 +58,14 @@ class SumFunction(Function):
                       self.shape)
 
 
+def _extreme(be, name: str, a, **axes):
+    # "max" and "argmax" are primitives; "min" and "argmin" are composed of them, as the max
+    # of the order-reversed values (minidl.backend.composed).
+    if name in ("min", "argmin"):
+        return getattr(composed, name)(be, a, **axes)
+    return getattr(be, name)(a, **axes)
+
+
 class ExtremumFunction(Function):
     """max or min: the gradient goes to the elements that attained it, split evenly on ties.
 
@@ -71,7 +80,7 @@ class ExtremumFunction(Function):
     def forward(self, a, axes, keepdims, primitive, nan_attains=True):
         be = self.backend
         self.a, self.axes, self.keepdims, self.nan_attains = a, axes, keepdims, nan_attains
-        self.out = getattr(be, primitive)(a, axis=axes, keepdims=True)
+        self.out = _extreme(be, primitive, a, axis=axes, keepdims=True)
         return self.out if keepdims else be.reshape(
             self.out, tuple(n for i, n in enumerate(a.shape)
                             if axes is not None and i not in axes))
@@ -81,8 +90,8 @@ class ExtremumFunction(Function):
         grad = _with_kept_dims(be, grad, self.a.shape, self.axes, self.keepdims)
         attained = be.equal(self.a, self.out)
         if self.nan_attains:
-            is_nan = be.logical_not(be.equal(self.a, self.a))
-            out_is_nan = be.logical_not(be.equal(self.out, self.out))
+            is_nan = composed.logical_not(be, be.equal(self.a, self.a))
+            out_is_nan = composed.logical_not(be, be.equal(self.out, self.out))
             # "or" and "and" of bools as maximum and minimum (False < True).
             attained = be.maximum(attained, be.minimum(is_nan, out_is_nan))
         winners = be.astype(attained, grad.dtype)
@@ -94,7 +103,7 @@ class ExtremumFunction(Function):
         # piecewise constant in the input: the gradient is linear in grad with that constant
         # weight, as the first-order rule computes it for a gradient of ones.
         be = self.backend
-        share = self.backward(be.ones(_kept_shape(self.a.shape, self.axes), grad.dtype))
+        share = self.backward(composed.ones(be, _kept_shape(self.a.shape, self.axes), grad.dtype))
         kept = _with_kept_dims_recorded(grad, self.a.shape, self.axes, self.keepdims)
         return kept * Tensor._wrap(share, grad.device)
 
@@ -105,10 +114,10 @@ class _ArgExtremumFunction(Function):
     recorded, so an export computes the indices from the input."""
 
     differentiable = False
-    primitive = None  # the backend's argmax or argmin
+    primitive = None  # "argmax" or "argmin"
 
     def forward(self, a, axis, keepdims):
-        return getattr(self.backend, self.primitive)(a, axis=axis, keepdims=keepdims)
+        return _extreme(self.backend, self.primitive, a, axis=axis, keepdims=keepdims)
 
 
 class _AnyAllFunction(Function):
@@ -118,7 +127,7 @@ class _AnyAllFunction(Function):
     differentiable = False
 
     def forward(self, a, axes, keepdims, primitive):
-        return getattr(self.backend, primitive)(a, axis=axes, keepdims=keepdims)
+        return _extreme(self.backend, primitive, a, axis=axes, keepdims=keepdims)
 
 
 class ArgMaxFunction(_ArgExtremumFunction):
@@ -273,7 +282,7 @@ class StopGradientFunction(Function):
         return a
 
     def backward(self, grad):
-        return self.backend.zeros_like(grad)
+        return composed.zeros_like(self.backend, grad)
 
     def differentiable_backward(self, grad, output):
         return grad
@@ -302,7 +311,7 @@ class StdFunction(Function):
         # follows it; the zero-spread mask is a constant (piecewise constant in v), and the
         # masked places divide by 1 instead of 0 so no inf * 0 appears.
         be = self.backend
-        spread = be.astype(be.not_equal(self.out, self.out.dtype.type(0)), self.out.dtype)
+        spread = be.astype(composed.not_equal(be, self.out, self.out.dtype.type(0)), self.out.dtype)
         mask = Tensor._wrap(spread, grad.device)
         return grad * mask / ((output + (1 - mask)) * 2)
 

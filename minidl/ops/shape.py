@@ -12,6 +12,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..autograd.tensor import Tensor, as_tensor
+from ..backend import composed
 from ._util import broadcast_shape, normalize_axis, promote_operands
 
 
@@ -115,10 +116,10 @@ class FullLikeFunction(Function):
         return self.backend.full(a.shape, value, a.dtype)
 
     def backward(self, grad):
-        return self.backend.zeros_like(grad)
+        return composed.zeros_like(self.backend, grad)
 
     def differentiable_backward(self, grad, output):
-        return Tensor._wrap(grad.backend.zeros_like(grad.data), grad.device)
+        return Tensor._wrap(composed.zeros_like(grad.backend, grad.data), grad.device)
 
 
 class ConcatenateFunction(Function):

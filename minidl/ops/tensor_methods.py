@@ -16,7 +16,7 @@ from ..autograd import tracing
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.inplace import bump_version, modify_in_place
 from ..autograd.tensor import Tensor, device_and_dtype
-from ..backend import canonical_device
+from ..backend import canonical_device, composed
 from . import elementwise as ew, linalg, nn_ops, reduction, shape
 
 
@@ -146,7 +146,8 @@ def fill_(self, value):
         return modify_in_place(self, "fill_", lambda a: shape.full_like(a, value))
     # Nothing to record (a gradient buffer, an update under no_grad): write directly. As
     # in PyTorch the value is cast to the tensor's dtype (fill_(0.5) of integers is 0).
-    self.backend.fill_(self.data, value.item() if isinstance(value, np.generic) else value)
+    composed.fill_(self.backend, self.data,
+                   value.item() if isinstance(value, np.generic) else value)
     bump_version(self)
     return self
 

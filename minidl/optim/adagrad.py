@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backend import composed
 from ..validation import check_number, check_settings
 from .optimizer import Optimizer
 from .composed_updates import check_slots, effective_grad, running_average_, step_
@@ -72,8 +73,8 @@ class Adadelta(Optimizer):
     def _update(self, param, grad, slots: dict, group: dict, be) -> None:
         if not slots:
             slots["step"] = 0
-            slots["square_avg"] = be.zeros_like(param.data)
-            slots["acc_delta"] = be.zeros_like(param.data)
+            slots["square_avg"] = composed.zeros_like(be, param.data)
+            slots["acc_delta"] = composed.zeros_like(be, param.data)
         slots["step"] += 1
         grad = effective_grad(be, param, grad, group)
         rho, eps = group["rho"], group["eps"]

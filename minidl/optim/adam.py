@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..backend import get_backend
+from ..backend import composed, get_backend
 from ..validation import check_flag, check_number, check_settings
 from .optimizer import Optimizer
 from .composed_updates import check_slots
@@ -64,10 +64,10 @@ class Adam(Optimizer):
         if not slots:
             # m and v start at zero; bias correction in the kernel accounts for that.
             slots["step"] = 0
-            slots["exp_avg"] = backend.zeros_like(param.data)
-            slots["exp_avg_sq"] = backend.zeros_like(param.data)
+            slots["exp_avg"] = composed.zeros_like(backend, param.data)
+            slots["exp_avg_sq"] = composed.zeros_like(backend, param.data)
         if group["amsgrad"] and "max_exp_avg_sq" not in slots:
-            slots["max_exp_avg_sq"] = backend.zeros_like(param.data)
+            slots["max_exp_avg_sq"] = composed.zeros_like(backend, param.data)
         slots["step"] += 1
         return (slots["exp_avg"], slots["exp_avg_sq"],
                 slots.get("max_exp_avg_sq") if group["amsgrad"] else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..backend import composed
 from ..validation import check_number
 from .adam import check_adam_family
 from .optimizer import Optimizer
@@ -45,8 +46,8 @@ class NAdam(Optimizer):
 
     def _update(self, param, grad, slots: dict, group: dict, be) -> None:
         if not slots:
-            slots.update(step=0, mu_product=1.0, exp_avg=be.zeros_like(param.data),
-                         exp_avg_sq=be.zeros_like(param.data))
+            slots.update(step=0, mu_product=1.0, exp_avg=composed.zeros_like(be, param.data),
+                         exp_avg_sq=composed.zeros_like(be, param.data))
         slots["step"] += 1
         step, lr, eps = slots["step"], group["lr"], group["eps"]
         beta1, beta2 = group["betas"]
@@ -90,8 +91,8 @@ class RAdam(Optimizer):
 
     def _update(self, param, grad, slots: dict, group: dict, be) -> None:
         if not slots:
-            slots.update(step=0, exp_avg=be.zeros_like(param.data),
-                         exp_avg_sq=be.zeros_like(param.data))
+            slots.update(step=0, exp_avg=composed.zeros_like(be, param.data),
+                         exp_avg_sq=composed.zeros_like(be, param.data))
         slots["step"] += 1
         step, lr = slots["step"], group["lr"]
         beta1, beta2 = group["betas"]
@@ -138,8 +139,8 @@ class Adamax(Optimizer):
 
     def _update(self, param, grad, slots: dict, group: dict, be) -> None:
         if not slots:
-            slots.update(step=0, exp_avg=be.zeros_like(param.data),
-                         exp_inf=be.zeros_like(param.data))
+            slots.update(step=0, exp_avg=composed.zeros_like(be, param.data),
+                         exp_inf=composed.zeros_like(be, param.data))
         slots["step"] += 1
         beta1, beta2 = group["betas"]
         grad = effective_grad(be, param, grad, group)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 
+from ..backend import composed
 from ..io.state_tree import is_array
 
 
@@ -18,7 +19,7 @@ def effective_grad(backend, param, grad, group: dict):
     """The gradient the update follows: negated with ``maximize``, plus the L2 term
     ``weight_decay·param`` (coupled weight decay)."""
     if group.get("maximize"):
-        grad = backend.neg(grad)
+        grad = composed.neg(backend, grad)
     if group["weight_decay"] and not group.get("decoupled_weight_decay"):
         grad = backend.add(grad, backend.mul(param.data, group["weight_decay"]))
     return grad

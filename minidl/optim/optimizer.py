@@ -33,7 +33,7 @@ import numpy as np
 from minidl.autograd.grad_mode import enable_grad
 from minidl.autograd.inplace import bump_version
 from minidl.autograd.tensor import Tensor
-from minidl.backend import get_backend
+from minidl.backend import composed, get_backend
 from minidl.io.state_tree import SCALAR_TYPES, check_tree, is_array, to_plain
 from minidl.validation import check_non_negative_int
 
@@ -190,7 +190,7 @@ class Optimizer:
             if set_to_none:
                 param.grad = None
             else:
-                get_backend(param.device).fill_(_grad_array(param), 0)
+                composed.fill_(get_backend(param.device), _grad_array(param), 0)
 
     def step(self, closure=None):
         """Update every parameter that has a gradient. ``closure`` re-evaluates and returns the loss."""

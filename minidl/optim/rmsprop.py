@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backend import composed
 from ..validation import check_settings
 from .optimizer import Optimizer
 from .composed_updates import check_slots, effective_grad, running_average_, step_
@@ -42,11 +43,11 @@ class RMSprop(Optimizer):
     def _update(self, param, grad, slots: dict, group: dict, be) -> None:
         if not slots:
             slots["step"] = 0
-            slots["square_avg"] = be.zeros_like(param.data)
+            slots["square_avg"] = composed.zeros_like(be, param.data)
         if group["momentum"] > 0 and "momentum_buffer" not in slots:
-            slots["momentum_buffer"] = be.zeros_like(param.data)
+            slots["momentum_buffer"] = composed.zeros_like(be, param.data)
         if group["centered"] and "grad_avg" not in slots:
-            slots["grad_avg"] = be.zeros_like(param.data)
+            slots["grad_avg"] = composed.zeros_like(be, param.data)
         slots["step"] += 1
         grad = effective_grad(be, param, grad, group)
         running_average_(be, slots["square_avg"], be.mul(grad, grad), group["alpha"])

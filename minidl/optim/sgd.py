@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..backend import get_backend
+from ..backend import composed, get_backend
 from ..io.state_tree import is_array
 from ..validation import check_number, check_settings
 from .optimizer import Optimizer
@@ -54,7 +54,7 @@ class SGD(Optimizer):
         if buffer is not None:
             return buffer, False
         # The buffer starts as a copy of the first gradient; the kernel fills it.
-        slots["momentum_buffer"] = backend.zeros_like(param.data)
+        slots["momentum_buffer"] = composed.zeros_like(backend, param.data)
         return slots["momentum_buffer"], True
 
     def _settings(self, group: dict, first_step: bool) -> tuple:

@@ -53,7 +53,7 @@ def own_implementations(names):
 def test_the_list_is_the_contracts_methods():
     assert len(ALL_PRIMITIVES) == len(set(ALL_PRIMITIVES)) > 60
     assert "conv_output_size" not in ALL_PRIMITIVES  # host arithmetic is not a primitive
-    for name in ("logical_and", "fill_", "assign_", "take", "one_hot", "random_uniform"):
+    for name in ("where", "setitem_", "assign_", "take", "one_hot", "random_uniform"):
         assert name in ALL_PRIMITIVES
     for name in ALL_PRIMITIVES:
         assert getattr(Backend, name).__doc__, f"{name} is not documented"
@@ -128,10 +128,7 @@ def _uniform53(high, low):
 # An expected tuple means a tuple result; None means "returns None" (in place).
 CASES = {
     "zeros": (((2,), f32), a([0, 0])),
-    "ones": (((2,), np.int64), a([1, 1], np.int64)),
     "full": (((2,), 1.5, f32), a([1.5, 1.5])),
-    "zeros_like": ((a([[3, 4]]),), a([[0, 0]])),
-    "ones_like": ((a([3, 4], np.int64),), a([1, 1], np.int64)),
     "astype": ((a([1.7, -1.7]), np.int64), a([1, -1], np.int64)),
     "copy": ((a([1, 2]),), a([1, 2])),
     "owns_memory": ((a([1, 2]),), True),
@@ -141,12 +138,10 @@ CASES = {
     "div": ((a([1, 0]), a([4, 0])), a([0.25, np.nan])),
     "floor_divide": ((a([7, -7]), 2.0), a([3, -4])),
     "remainder": ((a([7, -7], np.int64), 3), a([1, 2], np.int64)),
-    "neg": ((a([1, -2]),), a([-1, 2])),
     "power": ((a([2, 3]), 2.0), a([4, 9])),
     "exp": ((a([0]),), a([1])),
     "log": ((a([1, 0]),), a([0, -np.inf])),
     "sqrt": ((a([4, 9]),), a([2, 3])),
-    "tanh": ((a([0]),), a([0])),
     # asin outside [-1, 1] is nan, atanh's poles are ±inf (as NumPy), erf(∞) is 1.
     "math_function": ((a([0.5, 2, -1, 1, np.inf]), "atanh"),
                       a([math.atanh(0.5), np.nan, -np.inf, np.inf, np.nan])),
@@ -154,27 +149,14 @@ CASES = {
     "relu": ((a([-1, 0, 2]),), a([0, 0, 2])),
     "relu_backward": ((a([5, 5, 5]), a([-1, 0, 2])), a([0, 0, 5])),
     "abs": ((a([-1, 2]),), a([1, 2])),
-    "sign": ((a([-3, 0, 2]),), a([-1, 0, 1])),
     "maximum": ((a([1, 5]), a([3, 2])), a([3, 5])),
     "minimum": ((a([1, 5]), a([3, 2])), a([1, 2])),
     "where": ((a([True, False], bool), a([1, 2]), 0.0), a([1, 0])),
-    "clip": ((a([-2, 0, 2]), None, 1.0), a([-2, 0, 1])),
     "equal": ((a([1, 2]), 2.0), a([False, True], bool)),
-    "not_equal": ((a([1, 2]), 2.0), a([True, False], bool)),
     "less": ((a([1, 2]), 2.0), a([True, False], bool)),
-    "less_equal": ((a([1, 2]), 2.0), a([True, True], bool)),
-    "greater": ((a([1, 2]), 1.0), a([False, True], bool)),
-    "greater_equal": ((a([1, 2]), 2.0), a([False, True], bool)),
-    "logical_not": ((a([True, False], bool),), a([False, True], bool)),
-    "logical_and": ((a([True, True, False], bool), a([True, False, False], bool)),
-                    a([True, False, False], bool)),
-    "logical_or": ((a([True, False, False], bool), a([[True], [False]], bool)),
-                   a([[True, True, True], [True, False, False]], bool)),
     "sum": ((a([[1, 2], [3, 4]]), (0,), True), a([[4, 6]])),
     "max": ((a([[1, 5], [3, 4]]), (1,)), a([5, 4])),
-    "min": ((a([[1, 5], [3, 4]]),), a(1)),
     "argmax": ((a([[1, 5], [7, 4]]), 0), a([1, 0], np.int64)),
-    "argmin": ((a([3, 1, 1]),), a(1, np.int64)),
     "reshape": ((a([1, 2, 3, 4]), (2, 2)), a([[1, 2], [3, 4]])),
     "transpose": ((a([[1, 2]]), (1, 0)), a([[1], [2]])),
     "broadcast_to": ((a([1, 2]), (2, 2)), a([[1, 2], [1, 2]])),
@@ -185,7 +167,6 @@ CASES = {
     "nonzero": ((a([[True, False], [False, True]], bool),),
                 (a([0, 1], np.int64), a([0, 1], np.int64))),
     "concatenate": (([a([1]), a([2, 3])], 0), a([1, 2, 3])),
-    "stack": (([a([1, 2]), a([3, 4])], 1), a([[1, 3], [2, 4]])),
     "matmul": ((a([[1, 2]]), a([[3], [4]])), a([[11]])),
     "random_uniform": (((4,), f32, (0, 0), 0), a([(w >> 8) * 2.0**-24 for w in PHILOX_ZERO])),
     "random_normal": (((1,), np.float64, (0, 0), 0), a([
@@ -241,7 +222,6 @@ CASES = {
 
 # In-place primitives: (arguments, index of the argument written, its expected value).
 IN_PLACE = {
-    "fill_": ((a([1, 2]), 7.0), 0, a([7, 7])),
     "assign_": ((a([[1, 2], [3, 4]]), a([5, 6])), 0, a([[5, 6], [5, 6]])),
     "setitem_": ((a([1, 2, 3]), (a([0, 2], np.int64),), 0.0), 0, a([0, 2, 0])),
     "sgd_update": ((a([1, 1]), a([2, -2]), None, 0.5, 0.0, 0.0, 0.0, False, False, False), 0,

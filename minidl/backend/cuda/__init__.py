@@ -11,7 +11,7 @@ themselves and read at the next synchronisation. The kernels are grouped by conc
 * :mod:`.elementwise`: one scalar definition per operation, broadcasting in the kernel templates;
 * :mod:`.movement`: creation, casts, views, concatenation, indexing (one strided-copy kernel);
 * :mod:`.lookup`: take, one_hot, nonzero;
-* :mod:`.reduction`: sum/max/min/argmax/argmin as shared-memory tree reductions;
+* :mod:`.reduction`: sum/max/argmax as shared-memory tree reductions;
 * :mod:`.matmul`: the tiled, batched GEMM (transposed operands read in place);
 * :mod:`.conv_pool`, :mod:`.nn_kernels`, :mod:`.batch_norm`, :mod:`.rnn_kernels`,
   :mod:`.optim_kernels` (one-tensor and multi-tensor), :mod:`.random_kernels`;
@@ -51,15 +51,6 @@ from . import movement, nn_kernels, optim_kernels, random_kernels, reduction  # 
 from . import rnn_kernels  # noqa: E402
 
 
-def _clip(x, low, high):
-    out = x
-    if low is not None:
-        out = CudaBackend.maximum(out, low)
-    if high is not None:
-        out = CudaBackend.minimum(out, high)
-    return out if out is not x else movement.copy(x)
-
-
 class CudaBackend(Backend):
     """numba.cuda device arrays; every primitive of :class:`~minidl.backend.primitives.Backend`."""
 
@@ -80,15 +71,11 @@ class CudaBackend(Backend):
     from_numpy = staticmethod(device.upload)
     to_numpy = staticmethod(device.download)
     zeros = staticmethod(movement.zeros)
-    ones = staticmethod(movement.ones)
     full = staticmethod(movement.full)
-    zeros_like = staticmethod(movement.zeros_like)
-    ones_like = staticmethod(movement.ones_like)
     astype = staticmethod(movement.astype)
     copy = staticmethod(movement.copy)
 
     # in place and memory
-    fill_ = staticmethod(movement.fill_)
     assign_ = staticmethod(movement.assign_)
     setitem_ = staticmethod(movement.setitem_)
     owns_memory = staticmethod(movement.owns_memory)
@@ -98,27 +85,17 @@ class CudaBackend(Backend):
     sub = staticmethod(ew.arithmetic(ew.sub, np.subtract))
     mul = staticmethod(ew.arithmetic(ew.mul, np.multiply))
     div = staticmethod(ew.arithmetic(ew.div, np.true_divide))
-    neg = staticmethod(ew.math_function(ew.neg, np.negative))
     power = staticmethod(ew.arithmetic(ew.power, np.power))
     exp = staticmethod(ew.math_function(ew.exp, np.exp))
     log = staticmethod(ew.math_function(ew.log, np.log))
     sqrt = staticmethod(ew.math_function(ew.sqrt, np.sqrt))
-    tanh = staticmethod(ew.math_function(ew.tanh, np.tanh))
     math_function = staticmethod(ew.named_math_function)
     abs = staticmethod(ew.math_function(ew.absolute, np.abs))
-    sign = staticmethod(ew.math_function(ew.sign, np.sign))
     maximum = staticmethod(ew.arithmetic(ew.maximum, np.maximum))
     minimum = staticmethod(ew.arithmetic(ew.minimum, np.minimum))
     where = staticmethod(ew.where)
-    clip = staticmethod(_clip)
     equal = staticmethod(ew.comparison(ew.equal, np.equal))
-    not_equal = staticmethod(ew.comparison(ew.not_equal, np.not_equal))
     less = staticmethod(ew.comparison(ew.less, np.less))
-    less_equal = staticmethod(ew.comparison(ew.less_equal, np.less_equal))
-    greater = staticmethod(ew.comparison(ew.greater, np.greater))
-    greater_equal = staticmethod(ew.comparison(ew.greater_equal, np.greater_equal))
-    logical_and = staticmethod(ew.comparison(ew.logical_and, np.logical_and))
-    logical_or = staticmethod(ew.comparison(ew.logical_or, np.logical_or))
 
     @staticmethod
     def floor_divide(a, b):
@@ -145,16 +122,10 @@ class CudaBackend(Backend):
         return ew.binary(ew.relu_backward, grad, movement.astype(x, grad.dtype), grad.dtype,
                          grad.dtype)
 
-    @staticmethod
-    def logical_not(a):
-        return ew.unary(ew.logical_not, a, np.dtype(bool), np.dtype(bool))
-
     # reductions
     sum = staticmethod(reduction.sum)
     max = staticmethod(reduction.max)
-    min = staticmethod(reduction.min)
     argmax = staticmethod(reduction.argmax)
-    argmin = staticmethod(reduction.argmin)
 
     # movement and indexing
     reshape = staticmethod(movement.reshape)
@@ -166,7 +137,6 @@ class CudaBackend(Backend):
     one_hot = staticmethod(lookup.one_hot)
     nonzero = staticmethod(lookup.nonzero)
     concatenate = staticmethod(movement.concatenate)
-    stack = staticmethod(movement.stack)
 
     # linear algebra
     matmul = staticmethod(gemm.matmul)

@@ -98,10 +98,6 @@ def remainder_int(a, b):
     return a % b
 
 
-def neg(a):
-    return -a
-
-
 def power(a, b):
     return a ** b
 
@@ -207,8 +203,8 @@ def erf(a):
 
 
 _MATH_FUNCTIONS = {"sin": sin, "cos": cos, "tan": tan, "asin": asin, "acos": acos, "atan": atan,
-                   "sinh": sinh, "cosh": cosh, "asinh": asinh, "acosh": acosh, "atanh": atanh,
-                   "erf": erf}
+                   "sinh": sinh, "cosh": cosh, "tanh": tanh, "asinh": asinh, "acosh": acosh,
+                   "atanh": atanh, "erf": erf}
 
 
 def sigmoid(a):
@@ -235,16 +231,6 @@ def absolute(a):
     return abs(a)
 
 
-def sign(a):
-    if a > 0:
-        return 1
-    if a < 0:
-        return -1
-    if a == 0:
-        return 0
-    return a  # nan
-
-
 def maximum(a, b):
     if a != a:
         return a
@@ -265,36 +251,8 @@ def equal(a, b):
     return a == b
 
 
-def not_equal(a, b):
-    return a != b
-
-
 def less(a, b):
     return a < b
-
-
-def less_equal(a, b):
-    return a <= b
-
-
-def greater(a, b):
-    return a > b
-
-
-def greater_equal(a, b):
-    return a >= b
-
-
-def logical_not(a):
-    return not a
-
-
-def logical_and(a, b):
-    return a and b
-
-
-def logical_or(a, b):
-    return a or b
 
 
 # -- kernel templates ------------------------------------------------------------------------------

@@ -71,18 +71,6 @@ def zeros(shape, dtype):
     return full(shape, 0, dtype)
 
 
-def ones(shape, dtype):
-    return full(shape, 1, dtype)
-
-
-def zeros_like(array):
-    return full(array.shape, 0, array.dtype)
-
-
-def ones_like(array):
-    return full(array.shape, 1, array.dtype)
-
-
 def astype(array, dtype):
     dtype = np.dtype(dtype)
     if array.dtype == dtype:
@@ -182,15 +170,6 @@ def concatenate(arrays, axis):
                   contiguous_strides(a.shape), a.shape)
         start += a.shape[axis]
     return out
-
-
-def stack(arrays, axis):
-    arrays = list(arrays)
-    if any(a.shape != arrays[0].shape for a in arrays):
-        raise ValueError("stack: all arrays must have the same shape")
-    axis = int(axis) % (arrays[0].ndim + 1)
-    expanded = [reshape(a, a.shape[:axis] + (1,) + a.shape[axis:]) for a in arrays]
-    return concatenate(expanded, axis)
 
 
 # -- indexing --------------------------------------------------------------------------------------

@@ -57,14 +57,6 @@ def _larger(a, b):
     return a if a >= b else b
 
 
-def _smaller(a, b):
-    if a != a:
-        return a
-    if b != b:
-        return b
-    return a if a <= b else b
-
-
 _value_kernels: dict = {}
 
 
@@ -295,14 +287,6 @@ def _lowest(dtype):
     return dtype.type(np.iinfo(dtype).min)
 
 
-def _highest(dtype):
-    if dtype.kind == "f":
-        return dtype.type(np.inf)
-    if dtype.kind == "b":
-        return dtype.type(True)
-    return dtype.type(np.iinfo(dtype).max)
-
-
 def sum(x, axis=None, keepdims=False):  # noqa: A001
     dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.int64) \
         if x.dtype.kind in "bi" else np.dtype(np.uint64)
@@ -311,10 +295,6 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
     return _reduce_values("maximum", _larger, _lowest, x, axis, keepdims, x.dtype)
-
-
-def min(x, axis=None, keepdims=False):  # noqa: A001
-    return _reduce_values("minimum", _smaller, _highest, x, axis, keepdims, x.dtype)
 
 
 def _arg(name, largest, x, axis, keepdims):
@@ -341,6 +321,3 @@ def _arg(name, largest, x, axis, keepdims):
 def argmax(x, axis=None, keepdims=False):
     return _arg("argmax", True, x, axis, keepdims)
 
-
-def argmin(x, axis=None, keepdims=False):
-    return _arg("argmin", False, x, axis, keepdims)

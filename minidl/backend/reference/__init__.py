@@ -3,131 +3,74 @@
 Every primitive here is the obvious NumPy version: slow where a loop is unavoidable, but easy to
 check by eye. The Numba backend extends this class, replacing the kernels that pay, and is tested
 against it.
+
+Each primitive is a function of the same name in one of the modules below (``add`` is
+:func:`.array_ops.add`, ``im2col`` is :func:`.conv.im2col`); :func:`implemented_by` binds them
+to the class, so the list of primitives is written once, in the contract, rather than a second
+time here as one-line rebindings.
 """
 
+import inspect
+
 from .. import composed, plan_steps
-from ..primitives import Backend
+from ..primitives import ALL_PRIMITIVES, Backend
 from . import array_ops, conv, nn_kernels, optim_kernels, pool, random_kernels, rnn_kernels
 
 
+def _composed_function(name):
+    """The function that composes primitive ``name`` from the others: training's in
+    :mod:`~minidl.backend.composed`, ``md.compile``'s plan steps in
+    :mod:`~minidl.backend.plan_steps`; None if neither has it."""
+    return getattr(composed, name, None) or getattr(plan_steps, name, None)
+
+
+def implemented_by(*modules, composed_primitives=()):
+    """Make the decorated backend class implement the contract with ``modules``' functions.
+
+    Every primitive of the contract becomes ``staticmethod(module.<name>)`` of the one module
+    that defines a function of that name (its other public functions, such as shared input
+    checks, are left alone); each name in ``composed_primitives`` is bound instead to the
+    :mod:`~minidl.backend.composed` (or :mod:`~minidl.backend.plan_steps`) function of that
+    name, calling the class's own primitives.
+    Checked when the class is made: ``TypeError`` naming every primitive no module defines,
+    every one two modules define, and every composed name that is not a primitive or has no
+    composed function.
+    """
+    def bind(backend_class):
+        implementations = {}
+        for module in modules:
+            for name, function in vars(module).items():
+                if name in ALL_PRIMITIVES and inspect.isfunction(function) \
+                        and function.__module__ == module.__name__:
+                    implementations.setdefault(name, []).append(module.__name__)
+                    setattr(backend_class, name, staticmethod(function))
+        problems = [f"{name} is not a primitive of the contract" if name not in ALL_PRIMITIVES
+                    else f"minidl.backend.composed has no {name}"
+                    for name in composed_primitives
+                    if name not in ALL_PRIMITIVES or _composed_function(name) is None]
+        for name in composed_primitives:
+            implementations.setdefault(name, []).append("composed")
+            setattr(backend_class, name,
+                    composed.OfTheBackendClass(_composed_function(name), name))
+        problems += [f"{name} is implemented by {' and '.join(places)}"
+                     for name, places in implementations.items() if len(places) > 1]
+        missing = [name for name in ALL_PRIMITIVES if name not in implementations]
+        if missing:
+            problems.append(f"no module implements {', '.join(missing)}")
+        if problems:
+            raise TypeError(f"{backend_class.__name__}: {'; '.join(problems)}")
+        return backend_class
+    return bind
+
+
+# On the host a loop costs nothing a fused launch would save, and batch norm's running average
+# is four NumPy passes either way: these three are composed of the other primitives. So are
+# md.compile's plan steps: the op's own primitives, with no buffer of the step's own.
+@implemented_by(array_ops, random_kernels, conv, pool, nn_kernels, rnn_kernels, optim_kernels,
+                composed_primitives=("running_average_", "sgd_update_group",
+                                     "adam_update_group", "plan_conv2d", "plan_max_pool2d",
+                                     "plan_linear"))
 class ReferenceBackend(Backend):
     """NumPy arrays on the host; every primitive of :class:`~minidl.backend.primitives.Backend`."""
 
     name = "numpy"
-
-    # creation and transfer
-    from_numpy = staticmethod(array_ops.from_numpy)
-    to_numpy = staticmethod(array_ops.to_numpy)
-    zeros = staticmethod(array_ops.zeros)
-    ones = staticmethod(array_ops.ones)
-    full = staticmethod(array_ops.full)
-    zeros_like = staticmethod(array_ops.zeros_like)
-    ones_like = staticmethod(array_ops.ones_like)
-    astype = staticmethod(array_ops.astype)
-    copy = staticmethod(array_ops.copy)
-
-    # in place and memory
-    fill_ = staticmethod(array_ops.fill_)
-    assign_ = staticmethod(array_ops.assign_)
-    setitem_ = staticmethod(array_ops.setitem_)
-    owns_memory = staticmethod(array_ops.owns_memory)
-
-    # elementwise math
-    add = staticmethod(array_ops.add)
-    sub = staticmethod(array_ops.sub)
-    mul = staticmethod(array_ops.mul)
-    div = staticmethod(array_ops.div)
-    floor_divide = staticmethod(array_ops.floor_divide)
-    remainder = staticmethod(array_ops.remainder)
-    neg = staticmethod(array_ops.neg)
-    power = staticmethod(array_ops.power)
-    exp = staticmethod(array_ops.exp)
-    log = staticmethod(array_ops.log)
-    sqrt = staticmethod(array_ops.sqrt)
-    tanh = staticmethod(array_ops.tanh)
-    math_function = staticmethod(array_ops.math_function)
-    sigmoid = staticmethod(array_ops.sigmoid)
-    relu = staticmethod(array_ops.relu)
-    relu_backward = staticmethod(array_ops.relu_backward)
-    abs = staticmethod(array_ops.abs)
-    sign = staticmethod(array_ops.sign)
-    maximum = staticmethod(array_ops.maximum)
-    minimum = staticmethod(array_ops.minimum)
-    where = staticmethod(array_ops.where)
-    clip = staticmethod(array_ops.clip)
-    equal = staticmethod(array_ops.equal)
-    not_equal = staticmethod(array_ops.not_equal)
-    less = staticmethod(array_ops.less)
-    less_equal = staticmethod(array_ops.less_equal)
-    greater = staticmethod(array_ops.greater)
-    greater_equal = staticmethod(array_ops.greater_equal)
-    logical_not = staticmethod(array_ops.logical_not)
-    logical_and = staticmethod(array_ops.logical_and)
-    logical_or = staticmethod(array_ops.logical_or)
-
-    # reductions
-    sum = staticmethod(array_ops.sum)
-    max = staticmethod(array_ops.max)
-    min = staticmethod(array_ops.min)
-    argmax = staticmethod(array_ops.argmax)
-    argmin = staticmethod(array_ops.argmin)
-
-    # movement and indexing
-    reshape = staticmethod(array_ops.reshape)
-    transpose = staticmethod(array_ops.transpose)
-    broadcast_to = staticmethod(array_ops.broadcast_to)
-    getitem = staticmethod(array_ops.getitem)
-    index_add = staticmethod(array_ops.index_add)
-    take = staticmethod(array_ops.take)
-    one_hot = staticmethod(array_ops.one_hot)
-    nonzero = staticmethod(array_ops.nonzero)
-    concatenate = staticmethod(array_ops.concatenate)
-    stack = staticmethod(array_ops.stack)
-
-    # linear algebra
-    matmul = staticmethod(array_ops.matmul)
-
-    # random numbers
-    random_uniform = staticmethod(random_kernels.random_uniform)
-    random_normal = staticmethod(random_kernels.random_normal)
-
-    # convolution and pooling kernels
-    im2col = staticmethod(conv.im2col)
-    col2im = staticmethod(conv.col2im)
-    max_pool2d_forward = staticmethod(pool.max_pool2d_forward)
-    max_pool2d_backward = staticmethod(pool.max_pool2d_backward)
-    avg_pool2d_forward = staticmethod(pool.avg_pool2d_forward)
-    avg_pool2d_backward = staticmethod(pool.avg_pool2d_backward)
-
-    # neural-network kernels
-    softmax = staticmethod(nn_kernels.softmax)
-    softmax_backward = staticmethod(nn_kernels.softmax_backward)
-    log_softmax = staticmethod(nn_kernels.log_softmax)
-    softmax_cross_entropy_forward = staticmethod(nn_kernels.softmax_cross_entropy_forward)
-    softmax_cross_entropy_backward = staticmethod(nn_kernels.softmax_cross_entropy_backward)
-    gelu_forward = staticmethod(nn_kernels.gelu_forward)
-    gelu_backward = staticmethod(nn_kernels.gelu_backward)
-    layer_norm_forward = staticmethod(nn_kernels.layer_norm_forward)
-    layer_norm_backward = staticmethod(nn_kernels.layer_norm_backward)
-    batch_norm_forward = staticmethod(nn_kernels.batch_norm_forward)
-    batch_norm_backward = staticmethod(nn_kernels.batch_norm_backward)
-    running_average_ = composed.OfTheBackendClass(composed.running_average_, "running_average_")
-
-    # recurrent cells
-    lstm_cell_forward = staticmethod(rnn_kernels.lstm_cell_forward)
-    lstm_cell_backward = staticmethod(rnn_kernels.lstm_cell_backward)
-    gru_cell_forward = staticmethod(rnn_kernels.gru_cell_forward)
-    gru_cell_backward = staticmethod(rnn_kernels.gru_cell_backward)
-
-    # optimizer kernels
-    sgd_update = staticmethod(optim_kernels.sgd_update)
-    adam_update = staticmethod(optim_kernels.adam_update)
-    # On the host a loop costs nothing a fused launch would save.
-    sgd_update_group = composed.OfTheBackendClass(composed.sgd_update_group, "sgd_update_group")
-    adam_update_group = composed.OfTheBackendClass(composed.adam_update_group,
-                                                   "adam_update_group")
-
-    # compiled inference (md.compile): the op's own primitives, copied into the step's buffer
-    plan_conv2d = composed.OfTheBackendClass(plan_steps.plan_conv2d, "plan_conv2d")
-    plan_max_pool2d = composed.OfTheBackendClass(plan_steps.plan_max_pool2d, "plan_max_pool2d")
-    plan_linear = composed.OfTheBackendClass(plan_steps.plan_linear, "plan_linear")

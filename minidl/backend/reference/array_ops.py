@@ -29,20 +29,8 @@ def zeros(shape, dtype):
     return np.zeros(shape, dtype=dtype)
 
 
-def ones(shape, dtype):
-    return np.ones(shape, dtype=dtype)
-
-
 def full(shape, value, dtype):
     return np.full(shape, value, dtype=dtype)
-
-
-def zeros_like(array):
-    return np.zeros_like(array)
-
-
-def ones_like(array):
-    return np.ones_like(array)
 
 
 def astype(array, dtype):
@@ -54,10 +42,6 @@ def copy(array):
 
 
 # -- in place and memory -----------------------------------------------------------------------
-
-def fill_(array, value):
-    array[...] = value
-
 
 def assign_(target, source):
     np.copyto(target, source, casting="same_kind")
@@ -99,10 +83,6 @@ def remainder(a, b):
     return np.remainder(a, b)
 
 
-def neg(a):
-    return np.negative(a)
-
-
 def power(a, b):
     return np.power(a, b)
 
@@ -119,14 +99,10 @@ def sqrt(a):
     return np.sqrt(a)
 
 
-def tanh(a):
-    return np.tanh(a)
-
-
 # math_function's names -> NumPy's ufunc of the same function.
 _NUMPY_MATH = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-               "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
-               "acosh": np.arccosh, "atanh": np.arctanh}
+               "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+               "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf ufunc
 
 
@@ -144,10 +120,6 @@ def abs(a):  # noqa: A001 - the primitive is named after the math
     return np.abs(a)
 
 
-def sign(a):
-    return np.sign(a)
-
-
 def maximum(a, b):
     return np.maximum(a, b)
 
@@ -160,36 +132,8 @@ def equal(a, b):
     return np.equal(a, b)
 
 
-def not_equal(a, b):
-    return np.not_equal(a, b)
-
-
 def less(a, b):
     return np.less(a, b)
-
-
-def less_equal(a, b):
-    return np.less_equal(a, b)
-
-
-def greater(a, b):
-    return np.greater(a, b)
-
-
-def greater_equal(a, b):
-    return np.greater_equal(a, b)
-
-
-def logical_not(a):
-    return np.logical_not(a)
-
-
-def logical_and(a, b):
-    return np.logical_and(a, b)
-
-
-def logical_or(a, b):
-    return np.logical_or(a, b)
 
 
 def sigmoid(a):
@@ -215,10 +159,6 @@ def where(condition, a, b):
     return np.where(condition, a, b)
 
 
-def clip(x, low, high):
-    return np.clip(x, low, high)
-
-
 # -- reductions --------------------------------------------------------------------------------
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
@@ -229,16 +169,8 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
-def min(x, axis=None, keepdims=False):  # noqa: A001
-    return np.min(x, axis=axis, keepdims=keepdims)
-
-
 def argmax(x, axis=None, keepdims=False):
     return np.argmax(x, axis=axis, keepdims=keepdims)
-
-
-def argmin(x, axis=None, keepdims=False):
-    return np.argmin(x, axis=axis, keepdims=keepdims)
 
 
 # -- movement ----------------------------------------------------------------------------------
@@ -308,10 +240,6 @@ def nonzero(mask):
 
 def concatenate(arrays, axis):
     return np.concatenate(arrays, axis=axis)
-
-
-def stack(arrays, axis):
-    return np.stack(arrays, axis=axis)
 
 
 # -- linear algebra ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ...autograd.tensor import Tensor
+from ...backend import composed
 
 
 def _gradients(parameters) -> list:
@@ -48,7 +49,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     be, device = grads[0].backend, grads[0].device
     dtype = grads[0].dtype
     norms = [be.astype(_norm(be, g.data, norm_type), dtype) for g in grads]
-    stacked = be.stack(norms, 0)
+    stacked = composed.stack(be, norms, 0)
     total = be.max(stacked) if math.isinf(norm_type) else _norm(be, stacked, norm_type)
     if error_if_nonfinite:
         value = float(be.to_numpy(total))
@@ -68,4 +69,4 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     if clip_value < 0:
         raise ValueError(f"clip_grad_value_: clip_value must be >= 0, got {clip_value}")
     for g in _gradients(parameters):
-        g.backend.assign_(g.data, g.backend.clip(g.data, -clip_value, clip_value))
+        g.backend.assign_(g.data, composed.clip(g.backend, g.data, -clip_value, clip_value))

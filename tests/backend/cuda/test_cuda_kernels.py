@@ -136,7 +136,7 @@ def test_the_gpus_gemm_tiles_compute_the_product_on_the_simulator(monkeypatch):
                                             ((0, 2), True), ((1, 2), False)])
 def test_tree_reductions_match_numpy(axis, keepdims):
     x = normal(2, 21, 3)  # axis 1 is longer than a serial row: the tree path
-    for name in ("sum", "max", "min"):
+    for name in ("sum", "max"):
         same(name, x, axis, keepdims)
     same("sum", (x > 0), axis, keepdims, exact=True)  # bool counts as int64
     same("max", x.astype(np.int32), axis, keepdims, exact=True)
@@ -149,24 +149,23 @@ def test_few_long_rows_are_reduced_in_two_levels(shape, axis, length):
     from minidl.backend.cuda.reduction import CHUNK, FEW_ROWS
     x = normal(*shape)
     assert length > 2 * CHUNK and x.size // length < FEW_ROWS
-    for name in ("sum", "max", "min"):
+    for name in ("sum", "max"):
         same(name, x, axis, False, rtol=1e-5, atol=1e-5)
     same("sum", np.ones(shape, np.int64), axis, False, exact=True)
 
 
 def test_arg_reductions_take_the_first_of_ties_and_nan_wins():
     x = np.array([[1.0, 3.0, 3.0, -1.0] * 5, [2.0, np.nan, 5.0, np.nan] * 5], np.float32)
-    for name in ("argmax", "argmin"):
-        same(name, x, 1, False, exact=True)
-        same(name, x, None, False, exact=True)
-        same(name, x.T.copy(), 0, True, exact=True)
+    same("argmax", x, 1, False, exact=True)
+    same("argmax", x, None, False, exact=True)
+    same("argmax", x.T.copy(), 0, True, exact=True)
     with pytest.raises(ValueError):
         backend().max(up(np.zeros((2, 0), np.float32)), 1)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan from negative ** fraction, as NumPy
 @pytest.mark.parametrize("fn", ["add", "sub", "mul", "div", "power", "maximum", "minimum",
-                                "floor_divide", "remainder", "equal", "less", "greater_equal"])
+                                "floor_divide", "remainder", "equal", "less"])
 def test_binary_math_broadcasts_and_follows_numpy_dtypes(fn):
     a, b = normal(3, 1, 4), normal(5, 1) + 0.5
     same(fn, a, b, rtol=1e-5, atol=1e-6)
@@ -190,16 +189,12 @@ def test_floor_division_and_remainder_follow_pythons_signs_including_zero_diviso
         same("remainder", *ints, exact=True)
 
 
-@pytest.mark.parametrize("fn", ["neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
-                                "sign", "logical_not"])
+@pytest.mark.parametrize("fn", ["exp", "log", "sqrt", "sigmoid", "relu", "abs"])
 def test_unary_math_matches_numpy_including_domain_edges(fn):
     x = np.array([-800.0, -3.0, -0.5, 0.0, 0.5, 2.0, 800.0, np.inf, -np.inf, np.nan], np.float32)
     with np.errstate(all="ignore"):
-        if fn == "logical_not":
-            same(fn, x > 0, exact=True)
-        else:
-            same(fn, x, rtol=1e-6, atol=1e-7)
-            same(fn, x.astype(np.float64), rtol=1e-14, atol=1e-300)
+        same(fn, x, rtol=1e-6, atol=1e-7)
+        same(fn, x.astype(np.float64), rtol=1e-14, atol=1e-300)
 
 
 @pytest.mark.parametrize("name", MATH_FUNCTIONS)
@@ -211,14 +206,12 @@ def test_math_functions_match_numpy_including_domain_edges_and_poles(name):
         same("math_function", x.astype(np.float64), name, rtol=1e-14, atol=1e-300)
 
 
-def test_where_clip_and_logic():
+def test_where_and_the_relu_gradient():
     x, y = normal(4, 3), normal(3)
     same("where", x > 0, x, y, exact=True)
     same("where", x > 0, x, 0.0, exact=True)
-    same("clip", x, -0.5, None, exact=True)
-    same("clip", x, None, 0.2, exact=True)
-    same("logical_and", x > 0, y > 0, exact=True)
-    same("logical_or", x > 0, True, exact=True)
+    same("maximum", x > 0, y > 0, exact=True)  # "or" of bools, as composed.logical_or uses it
+    same("minimum", x > 0, True, exact=True)  # and "and"
     same("relu_backward", x, y, exact=True)
 
 
@@ -263,7 +256,7 @@ def test_out_of_range_indices_raise_index_errors_naming_them():
                                                      -100, 0.0))
 
 
-def test_take_one_hot_nonzero_concatenate_stack():
+def test_take_one_hot_nonzero_concatenate():
     table, rows = normal(6, 2, 3), np.array([[5, 0], [2, 2]])
     same("take", table, rows, exact=True)
     same("one_hot", np.array([[0, 4], [2, 1]]), 5, np.float32, exact=True)
@@ -272,7 +265,6 @@ def test_take_one_hot_nonzero_concatenate_stack():
     same("nonzero", np.zeros((2, 2), bool), exact=True)
     parts = [normal(2, 3), normal(2, 1), normal(2, 2)]
     same("concatenate", parts, 1, exact=True)
-    same("stack", [normal(2, 3), normal(2, 3)], 1, exact=True)
     same("transpose", normal(2, 3, 4), (2, 0, 1), exact=True)
     same("broadcast_to", normal(3, 1), (2, 3, 4), exact=True)
     same("astype", normal(2, 3) * 10, np.int32, exact=True)
