@@ -61,8 +61,8 @@ def test_the_budget_reaches_openblas_itself():
 
 def _train(steps: int = 2):
     """Parameters after a few Adam steps of a net that passes through every threaded kernel:
-    convolution (im2col/col2im), bias adds, batch norm, ReLU, max-pool, layer norm, GELU,
-    softmax, Adam."""
+    convolution (im2col/col2im), bias adds and their gradients' sums, batch norm, ReLU,
+    max-pool, layer norm, GELU, softmax, Adam."""
     import numpy as np
 
     import minidl as md
@@ -101,10 +101,11 @@ def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
         pytest.skip("Numba has one thread here")
     import minidl as md
     from minidl.backend.numba_cpu import (conv, elementwise, nn_kernels, optim_kernels, pool,
-                                          row_threads)
+                                          reductions, row_threads)
     # Every kernel takes its threaded loop even on these small shapes.
-    for module in (conv, pool, nn_kernels, row_threads, elementwise):
+    for module in (conv, pool, nn_kernels, row_threads, elementwise, reductions):
         monkeypatch.setattr(module, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(reductions, "MIN_BLOCK_ROWS", 2)  # bias gradients summed in many blocks
     monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)
     before = md.get_num_threads()
     try:

@@ -119,21 +119,39 @@ def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
     a = rng.standard_normal((70, 30, 9)).astype(dtype)  # 18,900 elements: two spans
     b = rng.standard_normal(a.shape).astype(dtype)
     row = rng.standard_normal(9).astype(dtype)
+    per_channel = rng.standard_normal((1, 30, 1)).astype(dtype)  # a convolution's bias
     a[0, 0, :3] = [np.nan, np.inf, -0.0]
     for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply)):
         op = getattr(elementwise_threads, name)
-        for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1))):
+        for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1)),
+                     (a, per_channel), (a[:, :, :1], per_channel), (a[:, :, ::2], per_channel)):
             ours, numpys = op(x, y), ufunc(x, y)
             assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
             np.testing.assert_array_equal(ours, numpys)
             assert (np.signbit(ours) == np.signbit(numpys)).all()
         if name != "sub":  # the row first: the same sum or product
             np.testing.assert_array_equal(op(row, a), ufunc(row, a))
+            np.testing.assert_array_equal(op(per_channel, a), ufunc(per_channel, a))
     np.testing.assert_array_equal(elementwise_threads.sub(row, a), np.subtract(row, a))
+    np.testing.assert_array_equal(elementwise_threads.sub(per_channel, a),
+                                  np.subtract(per_channel, a))
     # Mixed dtypes and general broadcasting stay with NumPy (and its type promotion).
     half = b.astype(np.float16)
     assert elementwise_threads.add(a, half).dtype == np.add(a, half).dtype
     np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
+
+
+def test_bias_adds_take_the_threaded_kernels(elementwise_threads, monkeypatch):
+    # A Linear bias (a row) and a convolution's bias (a value per channel) are the commonest
+    # broadcasts of a training step: neither may fall back to NumPy's one-thread ufunc.
+    used = []
+    threads = elementwise_threads._threads
+    monkeypatch.setattr(elementwise_threads, "_threads",
+                        lambda name: used.append(name) or threads(name))
+    x = np.ones((4, 3, 5, 5), np.float32)
+    elementwise_threads.add(x, np.ones((1, 3, 1, 1), np.float32))
+    elementwise_threads.add(np.ones((1, 5), np.float32)[0], x)
+    assert used == ["planes_with_values", "rows_with_row"]
 
 
 def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):

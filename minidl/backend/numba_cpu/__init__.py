@@ -25,7 +25,7 @@ process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
 from ..reference import ReferenceBackend
-from . import elementwise, loading
+from . import elementwise, loading, reductions
 from .loading import Kernel, load_kernels
 from .process_settings import apply_process_settings
 
@@ -58,6 +58,7 @@ class NumbaCpuBackend(ReferenceBackend):
     mul = staticmethod(elementwise.mul)
     relu = staticmethod(elementwise.relu)
     relu_backward = staticmethod(elementwise.relu_backward)
+    sum = staticmethod(reductions.sum)  # NumPy, or Numba's threads for large leading-axes sums
     math_function = Kernel("nn_kernels")  # erf compiled; the others NumPy's, as the reference
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")

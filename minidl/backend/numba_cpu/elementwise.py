@@ -4,7 +4,8 @@ gradient kernel), or Numba's threads for large float arrays.
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
 of the time left on one core. Arrays of at least :data:`PARALLEL_MIN_WORK` elements, of one
-float dtype, either of one shape or a (…, width) array with a (width,) row (a bias), go to the
+float dtype, either of one shape, or a (…, width) array with a (width,) row (a Linear bias), or
+an (N, C, …) array with a (1, C, 1, …) value per channel (a convolution's bias), go to the
 threaded kernels of :mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small
 arrays, other dtypes, general broadcasting — is the reference's NumPy call, and Numba is not
 imported for it (a small model's first forward pass never waits for Numba; see :mod:`.loading`).
@@ -46,7 +47,20 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
             _threads("rows_with_row")(np.ascontiguousarray(a).reshape(-1, width),
                                       np.ascontiguousarray(b), out.reshape(-1, width), op)
             return out
+        if _per_channel(a, b):
+            out = np.empty(a.shape, a.dtype)
+            shape3 = (a.shape[0], a.shape[1], -1)
+            _threads("planes_with_values")(np.ascontiguousarray(a).reshape(shape3),
+                                           np.ascontiguousarray(b).reshape(-1),
+                                           out.reshape(shape3), op)
+            return out
     return ufunc(a, b)
+
+
+def _per_channel(a, b) -> bool:
+    """Whether ``b`` holds one value per channel of the (N, C, …) ``a``: shape (1, C, 1, …)."""
+    return (a.ndim == b.ndim >= 3 and b.shape[1] == a.shape[1] and a.shape[1] > 0
+            and b.size == b.shape[1])
 
 
 _OPS = {"add": 0, "sub": 1, "mul": 2}  # elementwise_threads.ADD, SUB, MUL (that module loads Numba)

@@ -3,7 +3,8 @@ elements, split over threads.
 
 An elementwise result does not depend on how the elements are split, so these give NumPy's bits
 at any thread count. A task is a span of :data:`SPAN` elements, or of whole rows when a row
-vector (a bias) is broadcast along the rows.
+vector (a bias) is broadcast along the rows, or of whole (height × width) planes when a value per
+channel (a convolution's bias) is broadcast over an (N, C, H, W) array.
 """
 
 from __future__ import annotations
@@ -44,6 +45,21 @@ def rows_with_row(a, row, out, op):
         for r in range(task * block, min(rows, (task + 1) * block)):
             for k in range(width):
                 out[r, k] = _apply(op, a[r, k], row[k])
+
+
+@njit(cache=True, parallel=True)
+def planes_with_values(a, values, out, op):
+    """out[n, c] = a[n, c] op values[c] for (batch, channels, plane) ``a`` and ``out`` and a
+    (channels,) ``values``."""
+    batch, channels, plane = a.shape
+    block = max(1, SPAN // plane)  # whole planes per task
+    planes = batch * channels
+    for task in prange((planes + block - 1) // block):
+        for p in range(task * block, min(planes, (task + 1) * block)):
+            n, c = p // channels, p % channels
+            value = values[c]
+            for k in range(plane):
+                out[n, c, k] = _apply(op, a[n, c, k], value)
 
 
 @njit(cache=True, parallel=True)
