@@ -167,3 +167,32 @@ def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
                                   array_ops.relu_backward(grad, x))
     np.testing.assert_array_equal(elementwise_threads.relu_backward(grad, x.T.copy().T),
                                   array_ops.relu_backward(grad, x))
+
+
+# -- random draws: the reference's words, on threads ------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_threaded_random_draws_give_the_references_bits_at_any_thread_count(monkeypatch, dtype):
+    numba = pytest.importorskip("numba")
+    from minidl.backend.numba_cpu import random_kernels
+    from minidl.backend.reference import random_kernels as reference
+
+    monkeypatch.setattr(random_kernels, "PARALLEL_MIN_SAMPLES", 0)
+    # 21,000 samples: several spans of SPAN blocks and samples; the block numbers wrap.
+    shape, key, counter = (70, 300), (3, 9), 2**64 - 5
+    before = numba.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, max(2, before)):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            runs.append([random_kernels.random_uniform(shape, dtype, key, counter),
+                         random_kernels.random_normal(shape, dtype, key, counter)])
+    finally:
+        numba.set_num_threads(before)
+    (uniform, normal), (uniform_many, normal_many) = runs
+    np.testing.assert_array_equal(uniform, uniform_many)
+    np.testing.assert_array_equal(normal, normal_many)
+    np.testing.assert_array_equal(uniform, reference.random_uniform(shape, dtype, key, counter))
+    # The normal's log and cosine are the C library's on one side, NumPy's on the other.
+    np.testing.assert_allclose(normal, reference.random_normal(shape, dtype, key, counter),
+                               rtol=1e-6, atol=1e-6)
