@@ -154,6 +154,29 @@ def test_bias_adds_take_the_threaded_kernels(elementwise_threads, monkeypatch):
     assert used == ["planes_with_values", "rows_with_row"]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_gives_numpys_bits(elementwise_threads, monkeypatch, dtype):
+    used = []
+    threads = elementwise_threads._threads
+    monkeypatch.setattr(elementwise_threads, "_threads",
+                        lambda name: used.append(name) or threads(name))
+    rng = np.random.default_rng(5)
+    keep = rng.random((40, 30, 25)) < 0.7  # 30,000 elements: two spans
+    x, y = (rng.standard_normal(keep.shape).astype(dtype) for _ in range(2))
+    x[0, 0, :3] = [np.nan, -0.0, np.inf]
+    scale, zero = np.array(1 / 0.7, dtype), np.array(-0.0, dtype)
+    for a, b in ((scale, zero), (x, zero), (zero, x), (x, y), (x.T.copy().T, y)):
+        ours, numpys = elementwise_threads.where(keep, a, b), np.where(keep, a, b)
+        assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
+        np.testing.assert_array_equal(ours, numpys)
+        assert (np.signbit(ours) == np.signbit(numpys)).all()
+    assert used == ["select_spans"] * 5
+    # Mixed dtypes, integer values and broadcasting stay with NumPy.
+    for a, b in ((x, zero.astype(np.float16)), (np.array(1), np.array(0)), (x[:, :1], y)):
+        np.testing.assert_array_equal(elementwise_threads.where(keep, a, b), np.where(keep, a, b))
+    assert len(used) == 5
+
+
 def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
     from minidl.backend.reference import array_ops
 

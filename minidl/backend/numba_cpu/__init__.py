@@ -56,6 +56,7 @@ class NumbaCpuBackend(ReferenceBackend):
     add = staticmethod(elementwise.add)  # NumPy, or Numba's threads for large arrays
     sub = staticmethod(elementwise.sub)
     mul = staticmethod(elementwise.mul)
+    where = staticmethod(elementwise.where)
     relu = staticmethod(elementwise.relu)
     relu_backward = staticmethod(elementwise.relu_backward)
     sum = staticmethod(reductions.sum)  # NumPy, or Numba's threads for large leading-axes sums

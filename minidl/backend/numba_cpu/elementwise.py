@@ -1,5 +1,5 @@
-"""Add, subtract, multiply, ReLU and ReLU's gradient: NumPy's ufuncs (and the one-thread ReLU
-gradient kernel), or Numba's threads for large float arrays.
+"""Add, subtract, multiply, select (``where``), ReLU and ReLU's gradient: NumPy's ufuncs (and the
+one-thread ReLU gradient kernel), or Numba's threads for large float arrays.
 
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
@@ -91,6 +91,26 @@ def mul(a, b):
     if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
         return array_ops.mul(a, b)  # the common case, kept to one test: a small op's cost
     return _binary(a, b, "mul", array_ops.mul, True)
+
+
+def where(condition, a, b):
+    """:meth:`Backend.where`: a where ``condition`` holds, else b. On threads for a large bool
+    ``condition`` with ``a`` and ``b`` of one float dtype, each of its shape or a single value
+    (dropout's mask, a masked fill)."""
+    if (getattr(condition, "size", 0) < PARALLEL_MIN_WORK or type(condition) is not np.ndarray
+            or condition.dtype != np.bool_ or not _selectable(a, condition)
+            or not _selectable(b, condition) or a.dtype != b.dtype):
+        return array_ops.where(condition, a, b)
+    out = np.empty(condition.shape, a.dtype)
+    _threads("select_spans")(condition.ravel(), a.ravel(), b.ravel(), out.reshape(-1))
+    return out
+
+
+def _selectable(x, condition) -> bool:
+    """Whether ``where`` may thread over ``x``: a float array of ``condition``'s shape or one
+    value."""
+    return (type(x) is np.ndarray and x.dtype in _FLOATS
+            and (x.shape == condition.shape or x.ndim == 0))
 
 
 def relu(a):

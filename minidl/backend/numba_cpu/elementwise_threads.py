@@ -1,5 +1,5 @@
-"""The Numba side of :mod:`.elementwise`: adds, subtractions, products and ReLU over spans of
-elements, split over threads.
+"""The Numba side of :mod:`.elementwise`: adds, subtractions, products, selections and ReLU over
+spans of elements, split over threads.
 
 An elementwise result does not depend on how the elements are split, so these give NumPy's bits
 at any thread count. A task is a span of :data:`SPAN` elements, or of whole rows when a row
@@ -60,6 +60,37 @@ def planes_with_values(a, values, out, op):
             value = values[c]
             for k in range(plane):
                 out[n, c, k] = _apply(op, a[n, c, k], value)
+
+
+@njit(cache=True)
+def _select(condition, a, b, out):
+    # One loop per case, indices from 0: each loop then vectorises (a select between two
+    # registers, or between a register and a load).
+    if a.size == 1 and b.size == 1:
+        value_a, value_b = a[0], b[0]
+        for k in range(out.size):
+            out[k] = value_a if condition[k] else value_b
+    elif b.size == 1:
+        value_b = b[0]
+        for k in range(out.size):
+            out[k] = a[k] if condition[k] else value_b
+    elif a.size == 1:
+        value_a = a[0]
+        for k in range(out.size):
+            out[k] = value_a if condition[k] else b[k]
+    else:
+        for k in range(out.size):
+            out[k] = a[k] if condition[k] else b[k]
+
+
+@njit(cache=True, parallel=True)
+def select_spans(condition, a, b, out):
+    """out = a where condition else b, all flat; ``a`` or ``b`` may hold one value, used for
+    every element (dropout's mask: 1/(1-p) where kept, else 0)."""
+    for span in prange((out.size + SPAN - 1) // SPAN):
+        first, last = span * SPAN, min(out.size, (span + 1) * SPAN)
+        _select(condition[first:last], a if a.size == 1 else a[first:last],
+                b if b.size == 1 else b[first:last], out[first:last])
 
 
 @njit(cache=True, parallel=True)
