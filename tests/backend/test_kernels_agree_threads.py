@@ -120,11 +120,13 @@ def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
     b = rng.standard_normal(a.shape).astype(dtype)
     row = rng.standard_normal(9).astype(dtype)
     per_channel = rng.standard_normal((1, 30, 1)).astype(dtype)  # a convolution's bias
+    scale = np.array(0.125, dtype)  # a 0-d value, as a Python number reaches the backend
     a[0, 0, :3] = [np.nan, np.inf, -0.0]
     for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply)):
         op = getattr(elementwise_threads, name)
         for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1)),
-                     (a, per_channel), (a[:, :, :1], per_channel), (a[:, :, ::2], per_channel)):
+                     (a, per_channel), (a[:, :, :1], per_channel), (a[:, :, ::2], per_channel),
+                     (a, scale), (a[:, ::3], scale)):
             ours, numpys = op(x, y), ufunc(x, y)
             assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
             np.testing.assert_array_equal(ours, numpys)
@@ -132,18 +134,21 @@ def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
         if name != "sub":  # the row first: the same sum or product
             np.testing.assert_array_equal(op(row, a), ufunc(row, a))
             np.testing.assert_array_equal(op(per_channel, a), ufunc(per_channel, a))
+            np.testing.assert_array_equal(op(scale, a), ufunc(scale, a))
     np.testing.assert_array_equal(elementwise_threads.sub(row, a), np.subtract(row, a))
     np.testing.assert_array_equal(elementwise_threads.sub(per_channel, a),
                                   np.subtract(per_channel, a))
+    np.testing.assert_array_equal(elementwise_threads.sub(scale, a), np.subtract(scale, a))
     # Mixed dtypes and general broadcasting stay with NumPy (and its type promotion).
     half = b.astype(np.float16)
     assert elementwise_threads.add(a, half).dtype == np.add(a, half).dtype
     np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
 
 
-def test_bias_adds_take_the_threaded_kernels(elementwise_threads, monkeypatch):
-    # A Linear bias (a row) and a convolution's bias (a value per channel) are the commonest
-    # broadcasts of a training step: neither may fall back to NumPy's one-thread ufunc.
+def test_bias_adds_and_scales_take_the_threaded_kernels(elementwise_threads, monkeypatch):
+    # A Linear bias (a row), a convolution's bias (a value per channel) and a scale (a 0-d
+    # value) are the commonest broadcasts of a training step: none may fall back to NumPy's
+    # one-thread ufunc.
     used = []
     threads = elementwise_threads._threads
     monkeypatch.setattr(elementwise_threads, "_threads",
@@ -151,7 +156,8 @@ def test_bias_adds_take_the_threaded_kernels(elementwise_threads, monkeypatch):
     x = np.ones((4, 3, 5, 5), np.float32)
     elementwise_threads.add(x, np.ones((1, 3, 1, 1), np.float32))
     elementwise_threads.add(np.ones((1, 5), np.float32)[0], x)
-    assert used == ["planes_with_values", "rows_with_row"]
+    elementwise_threads.mul(np.array(0.5, np.float32), x)  # a scale
+    assert used == ["planes_with_values", "rows_with_row", "binary_spans"]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -4,9 +4,9 @@ one-thread ReLU gradient kernel), or Numba's threads for large float arrays.
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
 of the time left on one core. Arrays of at least :data:`PARALLEL_MIN_WORK` elements, of one
-float dtype, either of one shape, or a (…, width) array with a (width,) row (a Linear bias), or
-an (N, C, …) array with a (1, C, 1, …) value per channel (a convolution's bias), go to the
-threaded kernels of :mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small
+float dtype, either of one shape, or an array with a 0-d value (a scale), or a (…, width) array
+with a (width,) row (a Linear bias), or an (N, C, …) array with a (1, C, 1, …) value per channel
+(a convolution's bias), go to the threaded kernels of :mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small
 arrays, other dtypes, general broadcasting — is the reference's NumPy call, and Numba is not
 imported for it (a small model's first forward pass never waits for Numba; see :mod:`.loading`).
 """
@@ -36,7 +36,7 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
         if commutes and b.size > a.size:
             a, b = b, a  # (the threaded kernels take the row second; x + y == y + x exactly)
         op = _OPS[op_name]
-        if a.shape == b.shape:
+        if a.shape == b.shape or b.ndim == 0:
             out = np.empty(a.shape, a.dtype)
             _threads("binary_spans")(np.ascontiguousarray(a).reshape(-1),
                                      np.ascontiguousarray(b).reshape(-1), out.reshape(-1), op)

@@ -28,12 +28,26 @@ def _apply(op, x, y):
     return x * y
 
 
+@njit(cache=True)
+def _binary_span(a, b, out, op):
+    # Indices from 0 (Numba then drops its negative-index test) and the op and the one-value case
+    # tested outside the loop: the loop vectorises (indexing from the span's start in place ran
+    # slower than NumPy on one thread).
+    if b.size == 1:
+        value = b[0]
+        for k in range(out.size):
+            out[k] = _apply(op, a[k], value)
+    else:
+        for k in range(out.size):
+            out[k] = _apply(op, a[k], b[k])
+
+
 @njit(cache=True, parallel=True)
 def binary_spans(a, b, out, op):
-    """out = a op b, all three flat and the same size."""
+    """out = a op b, all flat: ``a`` and ``out`` the same size, ``b`` too or a single value."""
     for span in prange((out.size + SPAN - 1) // SPAN):
-        for k in range(span * SPAN, min(out.size, (span + 1) * SPAN)):
-            out[k] = _apply(op, a[k], b[k])
+        first, last = span * SPAN, min(out.size, (span + 1) * SPAN)
+        _binary_span(a[first:last], b if b.size == 1 else b[first:last], out[first:last], op)
 
 
 @njit(cache=True, parallel=True)
