@@ -107,14 +107,20 @@ def select_spans(condition, a, b, out):
                 b if b.size == 1 else b[first:last], out[first:last])
 
 
+@njit(cache=True)
+def _relu_span(a, out):
+    zero = out.dtype.type(0)
+    for k in range(out.size):  # from 0, so that it vectorises (see _binary_span)
+        value = a[k]
+        out[k] = value if (value > 0) | (value != value) else zero
+
+
 @njit(cache=True, parallel=True)
 def relu_spans(a, out):
     """max(a, 0) as NumPy computes it: NaN stays NaN, -0.0 becomes +0.0."""
-    zero = out.dtype.type(0)
     for span in prange((out.size + SPAN - 1) // SPAN):
-        for k in range(span * SPAN, min(out.size, (span + 1) * SPAN)):
-            value = a[k]
-            out[k] = value if (value > 0) | (value != value) else zero
+        first, last = span * SPAN, min(out.size, (span + 1) * SPAN)
+        _relu_span(a[first:last], out[first:last])
 
 
 @njit(cache=True, parallel=True)
