@@ -53,3 +53,34 @@ def test_saturated_gates_stay_finite():
     for backend in (fast, ref):
         h, c, activated = backend.lstm_cell_forward(gates, np.ones((1, 1), np.float32))
         assert np.isfinite(h).all() and np.isfinite(activated).all()
+
+
+def test_threaded_cells_give_the_one_thread_bits_at_any_thread_count(monkeypatch):
+    numba = pytest.importorskip("numba")
+    from minidl.backend.numba_cpu import rnn_kernels
+
+    n, h = 13, 6  # 13 rows in blocks of 2: uneven blocks, several tasks
+    gates, c_prev = random_array(0, (n, 4 * h), np.float32) * 3, random_array(1, (n, h), np.float32)
+    gru_input, gru_hidden = random_array(2, (n, 3 * h), np.float32), random_array(3, (n, 3 * h),
+                                                                                 np.float32)
+    grad_h, grad_c = random_array(4, (n, h), np.float32), random_array(5, (n, h), np.float32)
+
+    def all_cells():
+        h_, c, activated = rnn_kernels.lstm_cell_forward(gates, c_prev)
+        gru_h, gru_activated = rnn_kernels.gru_cell_forward(gru_input, gru_hidden, c_prev)
+        return (h_, c, activated, *rnn_kernels.lstm_cell_backward(grad_h, grad_c, c_prev, c,
+                                                                  activated),
+                gru_h, gru_activated, *rnn_kernels.gru_cell_backward(grad_h, gru_hidden, c_prev,
+                                                                    gru_activated))
+
+    one_thread = all_cells()
+    monkeypatch.setattr(rnn_kernels, "PARALLEL_MIN_GATES", 0)
+    monkeypatch.setattr(rnn_kernels, "TASK_GATES", 2 * 4 * h)
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, max(2, before)):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            for ours, expected in zip(all_cells(), one_thread):
+                np.testing.assert_array_equal(ours, expected)
+    finally:
+        numba.set_num_threads(before)

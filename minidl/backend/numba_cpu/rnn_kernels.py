@@ -4,6 +4,11 @@ Same names and results as :mod:`minidl.backend.reference.rnn_kernels`, whose doc
 formulas. The NumPy versions slice, activate and combine the gates in a dozen whole-array
 passes with a temporary each; here every entry's gates are read once, activated and combined in
 registers, which is what makes a time step cheap next to its two matrix products.
+
+Each row (one sequence of the batch) is computed on its own, so a large step splits into fixed
+blocks of rows over Numba's threads with the one-thread kernel's bits at any thread count
+(from :data:`PARALLEL_MIN_GATES` gate entries: a cell's sigmoids and tanhs cost ~15 ns an entry,
+so threads pay on much smaller arrays than for an add).
 """
 
 from __future__ import annotations
@@ -11,9 +16,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 __all__ = ["lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward"]
+
+PARALLEL_MIN_GATES = 1 << 13
+"""Gate entries (rows × gates × hidden) from which a step's rows are split over threads."""
+
+TASK_GATES = 1 << 11
+"""About how many gate entries one task's block of whole rows holds."""
 
 
 @njit(cache=True)
@@ -97,6 +108,53 @@ def _gru_backward_kernel(grad_h, hidden_gates, h_prev, activated, grad_input, gr
             grad_h_prev[row, k] = g * z
 
 
+# The threaded forms: the one-thread kernels above on fixed blocks of rows.
+
+@njit(cache=True, parallel=True)
+def _lstm_forward_blocks(gates, c_prev, h, c, activated, block_rows):
+    rows = gates.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        a, b = block * block_rows, min(rows, (block + 1) * block_rows)
+        _lstm_forward_kernel(gates[a:b], c_prev[a:b], h[a:b], c[a:b], activated[a:b])
+
+
+@njit(cache=True, parallel=True)
+def _lstm_backward_blocks(grad_h, grad_c, c_prev, c, activated, grad_gates, grad_c_prev,
+                          block_rows):
+    rows = c.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        a, b = block * block_rows, min(rows, (block + 1) * block_rows)
+        _lstm_backward_kernel(grad_h[a:b], grad_c[a:b], c_prev[a:b], c[a:b], activated[a:b],
+                              grad_gates[a:b], grad_c_prev[a:b])
+
+
+@njit(cache=True, parallel=True)
+def _gru_forward_blocks(input_gates, hidden_gates, h_prev, h, activated, block_rows):
+    rows = h_prev.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        a, b = block * block_rows, min(rows, (block + 1) * block_rows)
+        _gru_forward_kernel(input_gates[a:b], hidden_gates[a:b], h_prev[a:b], h[a:b],
+                            activated[a:b])
+
+
+@njit(cache=True, parallel=True)
+def _gru_backward_blocks(grad_h, hidden_gates, h_prev, activated, grad_input, grad_hidden,
+                         grad_h_prev, block_rows):
+    rows = h_prev.shape[0]
+    for block in prange((rows + block_rows - 1) // block_rows):
+        a, b = block * block_rows, min(rows, (block + 1) * block_rows)
+        _gru_backward_kernel(grad_h[a:b], hidden_gates[a:b], h_prev[a:b], activated[a:b],
+                             grad_input[a:b], grad_hidden[a:b], grad_h_prev[a:b])
+
+
+def _run(one_thread, blocks, gates, *arrays):
+    """``one_thread(*arrays)``, or ``blocks`` over fixed blocks of rows when ``gates`` is large."""
+    if gates.size < PARALLEL_MIN_GATES:
+        one_thread(*arrays)
+    else:
+        blocks(*arrays, max(1, TASK_GATES // max(gates.shape[1], 1)))
+
+
 def _c(array, dtype):
     return np.asarray(array, dtype=dtype, order="C")
 
@@ -106,7 +164,7 @@ def lstm_cell_forward(gates, c_prev):
     c_prev = _c(c_prev, gates.dtype)
     h, c = np.empty_like(c_prev), np.empty_like(c_prev)
     activated = np.empty_like(gates)
-    _lstm_forward_kernel(gates, c_prev, h, c, activated)
+    _run(_lstm_forward_kernel, _lstm_forward_blocks, gates, gates, c_prev, h, c, activated)
     return h, c, activated
 
 
@@ -114,8 +172,9 @@ def lstm_cell_backward(grad_h, grad_c, c_prev, c, activated):
     dtype = activated.dtype
     grad_gates = np.empty_like(activated, order="C")
     grad_c_prev = np.empty(c.shape, dtype)
-    _lstm_backward_kernel(_c(grad_h, dtype), _c(grad_c, dtype), _c(c_prev, dtype), _c(c, dtype),
-                          _c(activated, dtype), grad_gates, grad_c_prev)
+    _run(_lstm_backward_kernel, _lstm_backward_blocks, grad_gates, _c(grad_h, dtype),
+         _c(grad_c, dtype), _c(c_prev, dtype), _c(c, dtype), _c(activated, dtype), grad_gates,
+         grad_c_prev)
     return grad_gates, grad_c_prev
 
 
@@ -124,7 +183,8 @@ def gru_cell_forward(input_gates, hidden_gates, h_prev):
     h_prev = _c(h_prev, dtype)
     h = np.empty_like(h_prev)
     activated = np.empty(input_gates.shape, dtype)
-    _gru_forward_kernel(_c(input_gates, dtype), _c(hidden_gates, dtype), h_prev, h, activated)
+    _run(_gru_forward_kernel, _gru_forward_blocks, activated, _c(input_gates, dtype),
+         _c(hidden_gates, dtype), h_prev, h, activated)
     return h, activated
 
 
@@ -133,6 +193,7 @@ def gru_cell_backward(grad_h, hidden_gates, h_prev, activated):
     grad_input = np.empty(activated.shape, dtype)
     grad_hidden = np.empty(activated.shape, dtype)
     grad_h_prev = np.empty(h_prev.shape, dtype)
-    _gru_backward_kernel(_c(grad_h, dtype), _c(hidden_gates, dtype), _c(h_prev, dtype),
-                         _c(activated, dtype), grad_input, grad_hidden, grad_h_prev)
+    _run(_gru_backward_kernel, _gru_backward_blocks, grad_input, _c(grad_h, dtype),
+         _c(hidden_gates, dtype), _c(h_prev, dtype), _c(activated, dtype), grad_input,
+         grad_hidden, grad_h_prev)
     return grad_input, grad_hidden, grad_h_prev
