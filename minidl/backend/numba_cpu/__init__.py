@@ -4,8 +4,8 @@
 only the primitives listed in its body. Everything else — most elementwise math, reductions,
 indexing, matrix products — is inherited from the reference unchanged: NumPy's ufuncs are
 vectorised C and its matmul is BLAS, so a Numba rewrite would not be faster on one thread (the
-commonest elementwise passes, add/sub/mul/ReLU, go to Numba's threads when large: see
-:mod:`.elementwise`). Numba takes over the primitives that
+commonest elementwise passes, add/sub/mul/where/ReLU, go to Numba's threads when large: see
+:mod:`.elementwise`; so do bias gradients' sums: see :mod:`.reductions`). Numba takes over the primitives that
 NumPy can only express with Python loops or many temporary arrays: im2col/col2im, pooling, fused
 softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cells, the
 optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and
@@ -19,8 +19,9 @@ first few small calls of four primitives run NumPy stand-ins that give the same 
 
 Threads: the matrix products run on BLAS's thread pool; between them, kernels on large inputs
 split their work over Numba's pool in fixed chunks (the optimizer updates, im2col/col2im,
-pooling, batch norm, GELU, and through :mod:`.row_threads` softmax and layer norm), so results
-are bitwise the same at any thread count. ``md.set_num_threads`` sizes both pools; the
+pooling, batch norm, GELU, the LSTM and GRU cells, random draws, through :mod:`.row_threads`
+softmax and layer norm, through :mod:`.elementwise` and :mod:`.reductions` the elementwise
+passes and bias-gradient sums), so results are bitwise the same at any thread count. ``md.set_num_threads`` sizes both pools; the
 process-wide settings that make them get along live in :mod:`.process_settings`.
 """
 
