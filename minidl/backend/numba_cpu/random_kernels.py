@@ -111,6 +111,13 @@ def _normal_spans(words, out):
         _normal_kernel(words[4 * first:4 * last], out[first:last])
 
 
+def _computed_in(dtype: np.dtype) -> np.dtype:
+    """The array the kernels write: the dtype itself for float32/float64 (each float64 sample
+    rounded once on the store, as ``astype`` rounds it), float64 for float16, which Numba cannot
+    store (converted by NumPy after)."""
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
 def _words(key, counter, blocks, threaded):
     words = np.empty(4 * blocks, np.uint32)
     fill = _philox_words_spans if threaded else _philox_words
@@ -124,10 +131,10 @@ def random_uniform(shape, dtype, key, counter):
     count = math.prod(shape)
     threaded = count >= PARALLEL_MIN_SAMPLES
     words = _words(key, counter, random_blocks(count, dtype, "uniform"), threaded)
-    values = np.empty(count, np.float64)
+    values = np.empty(count, _computed_in(dtype))
     convert = _uniform_spans if threaded else _uniform_kernel
     convert(words, values, dtype.itemsize == 8, 11 if dtype.itemsize == 2 else 24)
-    return values.astype(dtype).reshape(shape)
+    return values.astype(dtype, copy=False).reshape(shape)
 
 
 def random_normal(shape, dtype, key, counter):
@@ -135,6 +142,6 @@ def random_normal(shape, dtype, key, counter):
     count = math.prod(shape)
     threaded = count >= PARALLEL_MIN_SAMPLES
     words = _words(key, counter, random_blocks(count, dtype, "normal"), threaded)
-    values = np.empty(count, np.float64)
+    values = np.empty(count, _computed_in(np.dtype(dtype)))
     (_normal_spans if threaded else _normal_kernel)(words, values)
-    return values.astype(np.dtype(dtype)).reshape(shape)
+    return values.astype(dtype, copy=False).reshape(shape)
