@@ -110,7 +110,6 @@ def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
     monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)
     monkeypatch.setattr(random_kernels, "PARALLEL_MIN_SAMPLES", 0)
     monkeypatch.setattr(rnn_kernels, "PARALLEL_MIN_GATES", 0)
-    monkeypatch.setattr(rnn_kernels, "TASK_GATES", 1)  # a block per sequence
     before = md.get_num_threads()
     try:
         runs = []

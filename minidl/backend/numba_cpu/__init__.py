@@ -11,7 +11,7 @@ softmax-cross-entropy, GELU, the ReLU gradient, layer norm, the LSTM and GRU cel
 optimizer updates and the Philox random stream. Each kernel is jitted with ``cache=True`` and
 compiled on its first call, never at import. :mod:`.vector_math` holds exp(-y) and the normal
 tail in a form LLVM can vectorise (the C library's ``exp``/``erfc`` go one element per call),
-used by the float32 GELU and softmax.
+used by the float32 GELU, softmax and recurrent cells.
 
 Numba itself is imported when the first kernel is needed, not with this module, and a process's
 first few small calls of four primitives run NumPy stand-ins that give the same values: see
