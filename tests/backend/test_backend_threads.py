@@ -62,7 +62,7 @@ def test_the_budget_reaches_openblas_itself():
 def _train(steps: int = 2):
     """Parameters after a few Adam steps of a net that passes through every threaded kernel:
     convolution (im2col/col2im), bias adds and their gradients' sums, batch norm, ReLU,
-    max-pool, layer norm, GELU, dropout's random mask, an LSTM, softmax, Adam."""
+    max-pool, layer norm, GELU, dropout's random mask, an LSTM, an embedding, softmax, Adam."""
     import numpy as np
 
     import minidl as md
@@ -75,10 +75,12 @@ def _train(steps: int = 2):
                                       nn.MaxPool2d(2))
             self.norm, self.fc, self.act = nn.LayerNorm(16), nn.Linear(16, 16), nn.GELU()
             self.drop, self.rnn = nn.Dropout(0.25), nn.LSTM(16, 16, batch_first=True)
+            self.position = nn.Embedding(10, 16)  # token 3 twice: its gradient sums two rows
             self.head = nn.Linear(16, 3)
 
         def forward(self, x):
             h = self.conv(x).reshape(x.shape[0], 4, 16)  # (batch, 4 tokens, 16 features)
+            h = h + self.position(md.tensor(np.array([1, 3, 3, 7])))
             h = self.rnn(self.drop(self.act(self.fc(self.norm(h)))))[0]
             h = md.matmul(md.softmax(md.matmul(h, h.transpose(-2, -1)), -1), h)
             return self.head(h.mean(1))

@@ -86,3 +86,45 @@ def test_other_sums_are_numpys_own(threaded, monkeypatch, x, axis):
     ours, numpys = threaded.sum(x, axis), array_ops.sum(x, axis)
     assert ours.dtype == numpys.dtype
     np.testing.assert_array_equal(ours, numpys)
+
+
+# -- an embedding table's gradient: rows scatter-added at integer indices -------------------------
+
+def test_embedding_gradients_are_numpys_add_at_bits_at_any_thread_count(threaded, monkeypatch):
+    used = []
+    kernel = reductions.loading._kernel
+    monkeypatch.setattr(reductions.loading, "_kernel",
+                        lambda module, name: used.append(name) or kernel(module, name))
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 50, (9, 7))
+    rows[0, :4] = 11  # a row picked four times sums four gradients, in order
+    values = rng.standard_normal((9, 7, 70)).astype(np.float32)  # 70 columns: three spans
+    values[0, :4, 0] = [1e8, 1.0, -1e8, 1.0]  # order-sensitive: NumPy's order gives 1.0
+    one, many = _at_thread_counts(lambda: threaded.index_add((50, 70), (rows,), values,
+                                                             np.float32))
+    numpys = array_ops.index_add((50, 70), (rows,), values, np.float32)
+    assert used == ["add_rows_at", "add_rows_at"]
+    assert one.dtype == numpys.dtype and one.shape == numpys.shape
+    np.testing.assert_array_equal(one, numpys)
+    np.testing.assert_array_equal(one, many)
+
+
+@pytest.mark.parametrize("index", [
+    (np.array([0, -1, 3]),),                          # negative: NumPy wraps it
+    (np.array([0, 1]), np.array([2, 3])),             # two index arrays
+    (slice(1, 4),),                                   # basic indexing
+    (np.array([True, False, True, False, True, False]),),  # a mask
+])
+def test_other_scatters_are_numpys_own(threaded, monkeypatch, index):
+    def no_kernel(*args):
+        raise AssertionError("the threaded kernel ran")
+    monkeypatch.setattr(reductions.loading, "_kernel", no_kernel)
+    table = np.zeros((6, 5), np.float32)
+    values = np.ones_like(table[index])
+    np.testing.assert_array_equal(threaded.index_add((6, 5), index, values, np.float32),
+                                  array_ops.index_add((6, 5), index, values, np.float32))
+
+
+def test_an_out_of_range_embedding_index_is_refused_as_numpy_refuses_it(threaded):
+    with pytest.raises(IndexError):
+        threaded.index_add((6, 5), (np.array([0, 6]),), np.ones((2, 5), np.float32), np.float32)

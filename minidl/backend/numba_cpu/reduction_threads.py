@@ -52,3 +52,21 @@ def sum_rows(x, blocks, out):
         total[:] = partials[0, first:last]
         for block in range(1, blocks):
             _add_into(total, partials[block, first:last])
+
+
+SCATTER_SPAN = 32
+"""Columns per task of :func:`add_rows_at`: 128 bytes of float32 a row, so a 128-wide embedding
+table's gradient still makes four tasks."""
+
+
+@njit(cache=True, parallel=True)
+def add_rows_at(out, rows, values):
+    """out[rows[i]] += values[i] for i in order, ``out`` (table_rows, width), ``rows`` (n,) in
+    range, ``values`` (n, width): NumPy's ``np.add.at(out, rows, values)``. Each task owns a span
+    of columns and walks every i in order, so each entry receives its additions in NumPy's order
+    (the same bits) on any number of threads."""
+    width = out.shape[1]
+    for span in prange((width + SCATTER_SPAN - 1) // SCATTER_SPAN):
+        first, last = span * SCATTER_SPAN, min(width, (span + 1) * SCATTER_SPAN)
+        for i in range(rows.size):
+            _add_into(out[rows[i], first:last], values[i, first:last])

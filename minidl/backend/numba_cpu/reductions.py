@@ -1,4 +1,5 @@
-"""Sums: NumPy's, or Numba's threads for a large float array summed over its leading axes.
+"""Sums: NumPy's, or Numba's threads for a large float array summed over its leading axes, and
+for an embedding table's gradient (rows scatter-added at integer indices).
 
 The gradient of a broadcast is a sum over the axes it copied along (see
 :func:`minidl.autograd.engine.sum_to_shape`): a Linear layer's bias gradient sums dL/dy over
@@ -7,8 +8,13 @@ these on one thread. A C-contiguous float32/float64 array of at least :data:`PAR
 elements whose summed axes are its leading axes, optionally with a run of trailing axes (the
 pixels), goes to :func:`.reduction_threads.sum_rows`: the leading axes become the rows of a
 (rows, width) array summed in fixed tiles, the same bits at any thread count. The trailing axes,
-if any, are then summed by NumPy over what is left (1/rows of the data). Everything else is the
-reference's NumPy call, and Numba is not imported for it.
+if any, are then summed by NumPy over what is left (1/rows of the data).
+
+An embedding's gradient sums each looked-up row's gradient into the table row its index names
+(:meth:`Backend.index_add` with one integer array on the first axis): NumPy's ``np.add.at`` does
+it one element at a time on one thread; :func:`.reduction_threads.add_rows_at` splits the
+columns over threads and gives the same bits. Everything else is the reference's NumPy call, and
+Numba is not imported for it.
 """
 
 from __future__ import annotations
@@ -80,4 +86,24 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
     if keepdims:
         out = out.reshape(tuple(1 if i < leading or i >= x.ndim - trailing else n
                                 for i, n in enumerate(x.shape)))
+    return out
+
+
+def index_add(shape, index, values, dtype):
+    """:meth:`Backend.index_add`: zeros of ``shape`` with ``values`` added at ``index``; on
+    threads for a large float table indexed along its first axis by one integer array whose
+    entries are all in range (anything else, negative indices included, is NumPy's)."""
+    rows = index[0] if type(index) is tuple and len(index) == 1 else None
+    dtype = np.dtype(dtype)
+    if (type(rows) is not np.ndarray or rows.dtype.kind not in "iu" or rows.size == 0
+            or math.prod(shape) < PARALLEL_MIN_WORK or dtype not in _FLOATS
+            or type(values) is not np.ndarray or values.dtype != dtype
+            or values.shape != rows.shape + tuple(shape[1:]) or len(shape) < 2
+            or rows.min() < 0 or rows.max() >= shape[0]):
+        return array_ops.index_add(shape, index, values, dtype)
+    out = np.zeros(shape, dtype)
+    follow_in_this_thread()
+    loading._kernel("reduction_threads", "add_rows_at")(
+        out.reshape(shape[0], -1), np.ascontiguousarray(rows, np.int64).reshape(-1),
+        np.ascontiguousarray(values).reshape(rows.size, -1))
     return out
