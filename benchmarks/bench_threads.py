@@ -46,6 +46,9 @@ def cases(rng):
         ("relu", "(32, 64, 512)", (tokens,)),
         ("where", "dropout mask (32, 64, 512)", (keep, np.array(1 / 0.9, f32), np.zeros((), f32))),
         ("random_uniform", "dropout draw (32, 64, 512)", ((32, 64, 512), f32, (1, 2), 0)),
+        ("index_add", "embedding grad (10000, 128) at (35, 32)",
+         ((10000, 128), (rng.integers(0, 10000, (35, 32)),),
+          rng.standard_normal((35, 32, 128)).astype(f32), f32)),
         ("lstm_cell_forward", "(32, 4x256)", (gates, cell)),
         ("lstm_cell_backward", "(32, 4x256)", (cell, cell, cell, c, activated)),
     ]
