@@ -35,7 +35,8 @@ def cases(rng):
     cell = rng.standard_normal((32, 256)).astype(f32)
     _, c, activated = ReferenceBackend.lstm_cell_forward(gates, cell)
     return [
-        ("sum", "bias grad (2048, 384) over rows", (tokens[:, :, :384].reshape(2048, 384).copy(), 0)),
+        ("sum", "bias grad (2048, 384) over rows",
+         (tokens[:, :, :384].reshape(2048, 384).copy(), 0)),
         ("sum", "bias grad (1120, 10000) over rows",
          (rng.standard_normal((1120, 10000)).astype(f32), 0)),
         ("sum", "conv bias grad (64, 32, 32, 32) over (0, 2, 3)", (activations, (0, 2, 3))),

@@ -113,6 +113,16 @@ def elementwise_threads(monkeypatch):
     return elementwise
 
 
+@pytest.fixture
+def used(elementwise_threads, monkeypatch):
+    """The names of the threaded kernels the elementwise primitives call, in order."""
+    names = []
+    threads = elementwise_threads._threads
+    monkeypatch.setattr(elementwise_threads, "_threads",
+                        lambda name: names.append(name) or threads(name))
+    return names
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
     rng = np.random.default_rng(2)
@@ -145,14 +155,10 @@ def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
     np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
 
 
-def test_bias_adds_and_scales_take_the_threaded_kernels(elementwise_threads, monkeypatch):
+def test_bias_adds_and_scales_take_the_threaded_kernels(elementwise_threads, used):
     # A Linear bias (a row), a convolution's bias (a value per channel) and a scale (a 0-d
     # value) are the commonest broadcasts of a training step: none may fall back to NumPy's
     # one-thread ufunc.
-    used = []
-    threads = elementwise_threads._threads
-    monkeypatch.setattr(elementwise_threads, "_threads",
-                        lambda name: used.append(name) or threads(name))
     x = np.ones((4, 3, 5, 5), np.float32)
     elementwise_threads.add(x, np.ones((1, 3, 1, 1), np.float32))
     elementwise_threads.add(np.ones((1, 5), np.float32)[0], x)
@@ -164,11 +170,7 @@ def test_bias_adds_and_scales_take_the_threaded_kernels(elementwise_threads, mon
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_where_gives_numpys_bits(elementwise_threads, monkeypatch, dtype):
-    used = []
-    threads = elementwise_threads._threads
-    monkeypatch.setattr(elementwise_threads, "_threads",
-                        lambda name: used.append(name) or threads(name))
+def test_where_gives_numpys_bits(elementwise_threads, used, dtype):
     rng = np.random.default_rng(5)
     keep = rng.random((40, 30, 25)) < 0.7  # 30,000 elements: two spans
     x, y = (rng.standard_normal(keep.shape).astype(dtype) for _ in range(2))
@@ -187,6 +189,23 @@ def test_where_gives_numpys_bits(elementwise_threads, monkeypatch, dtype):
     assert len(used) == 4
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_less_gives_numpys_bits(elementwise_threads, used, dtype):
+    u = np.random.default_rng(6).random((40, 750)).astype(dtype)  # a Bernoulli draw's samples
+    # Around p: a Python float is compared in u's dtype, rounded once (0.9 as float32 is
+    # 0.89999998, so the float32 sample 0.9 is not below it); NaN is below nothing.
+    u[0, :4] = [np.float32(0.9), np.nan, np.nextafter(np.float32(0.9), 0), 0.9000000000000001]
+    for p in (0.9, 0.25, 1.0, 0.0):
+        np.testing.assert_array_equal(elementwise_threads.less(u, p), np.less(u, p))
+    np.testing.assert_array_equal(elementwise_threads.less(u, u[::-1].copy()),
+                                  np.less(u, u[::-1]))
+    assert used == ["less_spans"] * 5
+    # Integers, other dtypes and broadcasting stay with NumPy.
+    for b in (1, u[:1].copy(), u.astype(np.float16)):
+        np.testing.assert_array_equal(elementwise_threads.less(u, b), np.less(u, b))
+    assert len(used) == 5
+
+
 def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
     from minidl.backend.reference import array_ops
 
@@ -202,7 +221,7 @@ def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
                                   array_ops.relu_backward(grad, x))
 
 
-# -- random draws: the reference's words, on threads ------------------------------------------------
+# -- random draws: the reference's words, on threads ----------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_threaded_random_draws_give_the_references_bits_at_any_thread_count(monkeypatch, dtype):

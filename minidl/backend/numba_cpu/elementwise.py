@@ -1,5 +1,6 @@
-"""Add, subtract, multiply, select (``where``), ReLU and ReLU's gradient: NumPy's ufuncs (and the
-one-thread ReLU gradient kernel), or Numba's threads for large float arrays.
+"""Add, subtract, multiply, compare (``less``), select (``where``), ReLU and ReLU's gradient:
+NumPy's ufuncs (and the one-thread ReLU gradient kernel), or Numba's threads for large float
+arrays.
 
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
@@ -95,6 +96,21 @@ def mul(a, b):
     if getattr(a, "size", 0) < PARALLEL_MIN_WORK and getattr(b, "size", 0) < PARALLEL_MIN_WORK:
         return array_ops.mul(a, b)  # the common case, kept to one test: a small op's cost
     return _binary(a, b, "mul", array_ops.mul, True)
+
+
+def less(a, b):
+    """:meth:`Backend.less`: a < b. On threads for a large float ``a`` against a Python float
+    (a Bernoulli draw: uniform samples < p) or a float array of its dtype and shape."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.less(a, b)
+    if type(b) is float and _large(a):
+        # A Python float is compared in a's dtype (NumPy's rule for a weak scalar): rounded once.
+        b = np.array(b, a.dtype)
+    if not (_large(a, b) and (b.ndim == 0 or b.shape == a.shape)):
+        return array_ops.less(a, b)
+    out = np.empty(a.shape, np.bool_)
+    _threads("less_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
 
 
 def where(condition, a, b):

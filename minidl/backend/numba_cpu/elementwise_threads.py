@@ -1,5 +1,5 @@
-"""The Numba side of :mod:`.elementwise`: adds, subtractions, products, selections and ReLU over
-spans of elements, split over threads.
+"""The Numba side of :mod:`.elementwise`: adds, subtractions, products, comparisons, selections
+and ReLU over spans of elements, split over threads.
 
 An elementwise result does not depend on how the elements are split, so these give NumPy's bits
 at any thread count. A task is a span of :data:`SPAN` elements, or of whole rows when a row
@@ -74,6 +74,25 @@ def planes_with_values(a, values, out, op):
             value = values[c]
             for k in range(plane):
                 out[n, c, k] = _apply(op, a[n, c, k], value)
+
+
+@njit(cache=True)
+def _less_span(a, b, out):
+    if b.size == 1:
+        value = b[0]
+        for k in range(out.size):  # from 0, so that it vectorises (see _binary_span)
+            out[k] = a[k] < value
+    else:
+        for k in range(out.size):
+            out[k] = a[k] < b[k]
+
+
+@njit(cache=True, parallel=True)
+def less_spans(a, b, out):
+    """out = a < b (bool), all flat: ``a`` and ``out`` the same size, ``b`` too or one value."""
+    for span in prange((out.size + SPAN - 1) // SPAN):
+        first, last = span * SPAN, min(out.size, (span + 1) * SPAN)
+        _less_span(a[first:last], b if b.size == 1 else b[first:last], out[first:last])
 
 
 @njit(cache=True)

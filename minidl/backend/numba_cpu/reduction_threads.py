@@ -1,12 +1,12 @@
 """The Numba side of :mod:`.reductions`: sums over the leading rows of a (rows, width) array,
 split over threads in fixed tiles.
 
-A bias gradient is such a sum: y = x @ Wᵀ + b adds b to every row, so dL/db = Σ_rows dL/dy.
-The rows are cut into a number of blocks of whole rows that the shape fixes
-(:func:`.reductions.row_blocks`) and the columns into spans of :data:`COLUMN_SPAN`; each
-(block, span) tile adds its rows one after another into its own stretch of a partial row, then each span adds its blocks' partials in block order. The tiles
-depend on the shape only, never on the thread count, so the result is the same bits on any
-number of threads.
+A bias gradient is such a sum: y = x @ Wᵀ + b adds b to every row, so dL/db = Σ_rows dL/dy. The
+rows are cut into a number of blocks of whole rows that the shape fixes
+(:func:`.reductions.row_blocks`) and the columns into spans of :data:`COLUMN_SPAN`; each (block,
+span) tile adds its rows one after another into its own stretch of a partial row, then each span
+adds its blocks' partials in block order. The tiles depend on the shape only, never on the thread
+count, so the result is the same bits on any number of threads.
 
 Why tiles: one task per span of columns (every row added into one output stretch) reads each row
 in short strided pieces and leaves a narrow array (a 128-wide bias) with one or two tasks; one
