@@ -40,7 +40,8 @@ def _tanh(x, like):
 # (the C library's exp and tanh go one element per call, ~10 ns each: the NumPy reference's
 # vectorised ufuncs beat that one-thread kernel ~3x on a (32, 4x256) LSTM step); float64 cells
 # keep the C library, whose last-bit accuracy the float64 polynomial does not promise. The
-# choice is made by the dtype of the array the result goes to, when a kernel is compiled.
+# choice is made by the dtype of the array the result goes to, when a kernel is compiled. The
+# kernels fuse a·b + c into one rounding (CONTRACT_TO_FMA, as vector_math asks), float64 too.
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
 def _sigmoid_vectorised(x):
@@ -53,7 +54,7 @@ def _tanh_vectorised(x):
     a = abs(x)
     e = exp_of_negative(2.0 * a)
     large = (1.0 - e) / (1.0 + e)                 # tanh a = (1 - e^-2a) / (1 + e^-2a)
-    # Near 0, 1 - e^-2a cancels: the series a - a³/3 + 2a⁵/15 - 17a⁷/315 (next term ~2e-12
+    # Near 0, 1 - e^-2a cancels: the series a - a³/3 + 2a⁵/15 - 17a⁷/315 (next term ~5e-12
     # relative below 1/16) keeps tanh's relative accuracy for tiny a.
     a2 = a * a
     small = a * (1.0 + a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0))))
