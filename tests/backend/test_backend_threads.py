@@ -61,8 +61,8 @@ def test_the_budget_reaches_openblas_itself():
 
 def _train(steps: int = 2):
     """Parameters after a few Adam steps of a net that passes through every threaded kernel:
-    convolution (im2col/col2im), bias adds, batch norm, ReLU, max-pool, layer norm, GELU,
-    softmax, Adam."""
+    convolution (im2col/col2im), bias adds and their gradients' sums, batch norm, ReLU,
+    max-pool, layer norm, GELU, dropout's random mask, an LSTM, an embedding, softmax, Adam."""
     import numpy as np
 
     import minidl as md
@@ -74,11 +74,14 @@ def _train(steps: int = 2):
             self.conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
                                       nn.MaxPool2d(2))
             self.norm, self.fc, self.act = nn.LayerNorm(16), nn.Linear(16, 16), nn.GELU()
+            self.drop, self.rnn = nn.Dropout(0.25), nn.LSTM(16, 16, batch_first=True)
+            self.position = nn.Embedding(10, 16)  # token 3 twice: its gradient sums two rows
             self.head = nn.Linear(16, 3)
 
         def forward(self, x):
             h = self.conv(x).reshape(x.shape[0], 4, 16)  # (batch, 4 tokens, 16 features)
-            h = self.act(self.fc(self.norm(h)))
+            h = h + self.position(md.tensor(np.array([1, 3, 3, 7])))
+            h = self.rnn(self.drop(self.act(self.fc(self.norm(h)))))[0]
             h = md.matmul(md.softmax(md.matmul(h, h.transpose(-2, -1)), -1), h)
             return self.head(h.mean(1))
 
@@ -101,11 +104,14 @@ def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
         pytest.skip("Numba has one thread here")
     import minidl as md
     from minidl.backend.numba_cpu import (conv, elementwise, nn_kernels, optim_kernels, pool,
-                                          row_threads)
+                                          random_kernels, reductions, rnn_kernels, row_threads)
     # Every kernel takes its threaded loop even on these small shapes.
-    for module in (conv, pool, nn_kernels, row_threads, elementwise):
+    for module in (conv, pool, nn_kernels, row_threads, elementwise, reductions):
         monkeypatch.setattr(module, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(reductions, "MIN_BLOCK_ROWS", 2)  # bias gradients summed in many blocks
     monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(random_kernels, "PARALLEL_MIN_SAMPLES", 0)
+    monkeypatch.setattr(rnn_kernels, "PARALLEL_MIN_GATES", 0)
     before = md.get_num_threads()
     try:
         runs = []

@@ -113,27 +113,97 @@ def elementwise_threads(monkeypatch):
     return elementwise
 
 
+@pytest.fixture
+def used(elementwise_threads, monkeypatch):
+    """The names of the threaded kernels the elementwise primitives call, in order."""
+    names = []
+    threads = elementwise_threads._threads
+    monkeypatch.setattr(elementwise_threads, "_threads",
+                        lambda name: names.append(name) or threads(name))
+    return names
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_add_sub_mul_give_numpys_bits(elementwise_threads, dtype):
     rng = np.random.default_rng(2)
     a = rng.standard_normal((70, 30, 9)).astype(dtype)  # 18,900 elements: two spans
     b = rng.standard_normal(a.shape).astype(dtype)
     row = rng.standard_normal(9).astype(dtype)
+    per_channel = rng.standard_normal((1, 30, 1)).astype(dtype)  # a convolution's bias
+    scale = np.array(0.125, dtype)  # a 0-d value, as a Python number reaches the backend
     a[0, 0, :3] = [np.nan, np.inf, -0.0]
     for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply)):
         op = getattr(elementwise_threads, name)
-        for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1))):
+        for x, y in ((a, b), (a, row), (a.transpose(2, 0, 1), b.transpose(2, 0, 1)),
+                     (a, per_channel), (a[:, :, :1], per_channel), (a[:, :, ::2], per_channel),
+                     (a, scale), (a[:, ::3], scale)):
             ours, numpys = op(x, y), ufunc(x, y)
             assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
             np.testing.assert_array_equal(ours, numpys)
             assert (np.signbit(ours) == np.signbit(numpys)).all()
         if name != "sub":  # the row first: the same sum or product
             np.testing.assert_array_equal(op(row, a), ufunc(row, a))
+            np.testing.assert_array_equal(op(per_channel, a), ufunc(per_channel, a))
+            np.testing.assert_array_equal(op(scale, a), ufunc(scale, a))
     np.testing.assert_array_equal(elementwise_threads.sub(row, a), np.subtract(row, a))
+    np.testing.assert_array_equal(elementwise_threads.sub(per_channel, a),
+                                  np.subtract(per_channel, a))
+    np.testing.assert_array_equal(elementwise_threads.sub(scale, a), np.subtract(scale, a))
     # Mixed dtypes and general broadcasting stay with NumPy (and its type promotion).
     half = b.astype(np.float16)
     assert elementwise_threads.add(a, half).dtype == np.add(a, half).dtype
     np.testing.assert_array_equal(elementwise_threads.mul(a, b[:, :1]), a * b[:, :1])
+
+
+def test_bias_adds_and_scales_take_the_threaded_kernels(elementwise_threads, used):
+    # A Linear bias (a row), a convolution's bias (a value per channel) and a scale (a 0-d
+    # value) are the commonest broadcasts of a training step: none may fall back to NumPy's
+    # one-thread ufunc.
+    x = np.ones((4, 3, 5, 5), np.float32)
+    elementwise_threads.add(x, np.ones((1, 3, 1, 1), np.float32))
+    elementwise_threads.add(np.ones((1, 5), np.float32)[0], x)
+    elementwise_threads.mul(np.array(0.5, np.float32), x)  # a scale
+    assert used == ["planes_with_values", "rows_with_row", "binary_spans"]
+    # A permuted view is NumPy's: copying it to row-major on one thread first costs more.
+    elementwise_threads.mul(x.transpose(0, 1, 3, 2), x)
+    assert len(used) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_gives_numpys_bits(elementwise_threads, used, dtype):
+    rng = np.random.default_rng(5)
+    keep = rng.random((40, 30, 25)) < 0.7  # 30,000 elements: two spans
+    x, y = (rng.standard_normal(keep.shape).astype(dtype) for _ in range(2))
+    x[0, 0, :3] = [np.nan, -0.0, np.inf]
+    scale, zero = np.array(1 / 0.7, dtype), np.array(-0.0, dtype)
+    for a, b in ((scale, zero), (x, zero), (zero, x), (x, y)):
+        ours, numpys = elementwise_threads.where(keep, a, b), np.where(keep, a, b)
+        assert ours.dtype == numpys.dtype and ours.shape == numpys.shape
+        np.testing.assert_array_equal(ours, numpys)
+        assert (np.signbit(ours) == np.signbit(numpys)).all()
+    assert used == ["select_spans"] * 4
+    # Mixed dtypes, integer values, broadcasting and permuted views stay with NumPy.
+    for a, b in ((x, zero.astype(np.float16)), (np.array(1), np.array(0)), (x[:, :1], y),
+                 (x.T.copy().T, y)):
+        np.testing.assert_array_equal(elementwise_threads.where(keep, a, b), np.where(keep, a, b))
+    assert len(used) == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_less_gives_numpys_bits(elementwise_threads, used, dtype):
+    u = np.random.default_rng(6).random((40, 750)).astype(dtype)  # a Bernoulli draw's samples
+    # Around p: a Python float is compared in u's dtype, rounded once (0.9 as float32 is
+    # 0.89999998, so the float32 sample 0.9 is not below it); NaN is below nothing.
+    u[0, :4] = [np.float32(0.9), np.nan, np.nextafter(np.float32(0.9), 0), 0.9000000000000001]
+    for p in (0.9, 0.25, 1.0, 0.0):
+        np.testing.assert_array_equal(elementwise_threads.less(u, p), np.less(u, p))
+    np.testing.assert_array_equal(elementwise_threads.less(u, u[::-1].copy()),
+                                  np.less(u, u[::-1]))
+    assert used == ["less_spans"] * 5
+    # Integers, other dtypes and broadcasting stay with NumPy.
+    for b in (1, u[:1].copy(), u.astype(np.float16)):
+        np.testing.assert_array_equal(elementwise_threads.less(u, b), np.less(u, b))
+    assert len(used) == 5
 
 
 def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
@@ -149,3 +219,32 @@ def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
                                   array_ops.relu_backward(grad, x))
     np.testing.assert_array_equal(elementwise_threads.relu_backward(grad, x.T.copy().T),
                                   array_ops.relu_backward(grad, x))
+
+
+# -- random draws: the reference's words, on threads ----------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_threaded_random_draws_give_the_references_bits_at_any_thread_count(monkeypatch, dtype):
+    numba = pytest.importorskip("numba")
+    from minidl.backend.numba_cpu import random_kernels
+    from minidl.backend.reference import random_kernels as reference
+
+    monkeypatch.setattr(random_kernels, "PARALLEL_MIN_SAMPLES", 0)
+    # 21,000 samples: several spans of SPAN blocks and samples; the block numbers wrap.
+    shape, key, counter = (70, 300), (3, 9), 2**64 - 5
+    before = numba.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, max(2, before)):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            runs.append([random_kernels.random_uniform(shape, dtype, key, counter),
+                         random_kernels.random_normal(shape, dtype, key, counter)])
+    finally:
+        numba.set_num_threads(before)
+    (uniform, normal), (uniform_many, normal_many) = runs
+    np.testing.assert_array_equal(uniform, uniform_many)
+    np.testing.assert_array_equal(normal, normal_many)
+    np.testing.assert_array_equal(uniform, reference.random_uniform(shape, dtype, key, counter))
+    # The normal's log and cosine are the C library's on one side, NumPy's on the other.
+    np.testing.assert_allclose(normal, reference.random_normal(shape, dtype, key, counter),
+                               rtol=1e-6, atol=1e-6)

@@ -1,13 +1,17 @@
-"""Add, subtract, multiply, ReLU and ReLU's gradient: NumPy's ufuncs (and the one-thread ReLU
-gradient kernel), or Numba's threads for large float arrays.
+"""Add, subtract, multiply, compare (``less``), select (``where``), ReLU and ReLU's gradient:
+NumPy's ufuncs (and the one-thread ReLU gradient kernel), or Numba's threads for large float
+arrays.
 
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
-of the time left on one core. Arrays of at least :data:`PARALLEL_MIN_WORK` elements, of one
-float dtype, either of one shape or a (…, width) array with a (width,) row (a bias), go to the
-threaded kernels of :mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small
-arrays, other dtypes, general broadcasting — is the reference's NumPy call, and Numba is not
-imported for it (a small model's first forward pass never waits for Numba; see :mod:`.loading`).
+of the time left on one core. Row-major arrays of at least :data:`PARALLEL_MIN_WORK` elements,
+of one float dtype, either of one shape, or an array with a 0-d value (a scale), or a
+(…, width) array with a (width,) row (a Linear bias), or an (N, C, …) array with a (1, C, 1, …)
+value per channel (a convolution's bias), go to the threaded kernels of
+:mod:`.elementwise_threads`, which give NumPy's bits. Everything else — small arrays, other
+dtypes, general broadcasting, views that are not row-major — is the reference's NumPy call, and
+Numba is not imported for it (a small model's first forward pass never waits for Numba; see
+:mod:`.loading`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,13 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _large(a, b=None) -> bool:
+    # Row-major operands only: NumPy's ufunc walks a permuted view in one pass, while copying it
+    # to row-major first (one thread) and then running the threads measured slower than NumPy
+    # alone at 1 and at 2 threads.
     return (type(a) is np.ndarray and a.size >= PARALLEL_MIN_WORK and a.dtype in _FLOATS
-            and (b is None or (type(b) is np.ndarray and b.dtype == a.dtype)))
+            and a.flags.c_contiguous
+            and (b is None or (type(b) is np.ndarray and b.dtype == a.dtype
+                               and b.flags.c_contiguous)))
 
 
 def _binary(a, b, op_name: str, ufunc, commutes: bool):
@@ -35,18 +44,28 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
         if commutes and b.size > a.size:
             a, b = b, a  # (the threaded kernels take the row second; x + y == y + x exactly)
         op = _OPS[op_name]
-        if a.shape == b.shape:
+        if a.shape == b.shape or b.ndim == 0:
             out = np.empty(a.shape, a.dtype)
-            _threads("binary_spans")(np.ascontiguousarray(a).reshape(-1),
-                                     np.ascontiguousarray(b).reshape(-1), out.reshape(-1), op)
+            _threads("binary_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
             return out
         if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1] and b.size:
             out = np.empty(a.shape, a.dtype)
             width = b.shape[0]
-            _threads("rows_with_row")(np.ascontiguousarray(a).reshape(-1, width),
-                                      np.ascontiguousarray(b), out.reshape(-1, width), op)
+            _threads("rows_with_row")(a.reshape(-1, width), b, out.reshape(-1, width), op)
+            return out
+        if _per_channel(a, b):
+            out = np.empty(a.shape, a.dtype)
+            shape3 = (a.shape[0], a.shape[1], -1)
+            _threads("planes_with_values")(a.reshape(shape3), b.reshape(-1), out.reshape(shape3),
+                                           op)
             return out
     return ufunc(a, b)
+
+
+def _per_channel(a, b) -> bool:
+    """Whether ``b`` holds one value per channel of the (N, C, …) ``a``: shape (1, C, 1, …)."""
+    return (a.ndim == b.ndim >= 3 and b.shape[1] == a.shape[1] and a.shape[1] > 0
+            and b.size == b.shape[1])
 
 
 _OPS = {"add": 0, "sub": 1, "mul": 2}  # elementwise_threads.ADD, SUB, MUL (that module loads Numba)
@@ -79,12 +98,49 @@ def mul(a, b):
     return _binary(a, b, "mul", array_ops.mul, True)
 
 
+def less(a, b):
+    """:meth:`Backend.less`: a < b. On threads for a large float ``a`` against a Python float
+    (a Bernoulli draw: uniform samples < p) or a float array of its dtype and shape."""
+    if getattr(a, "size", 0) < PARALLEL_MIN_WORK:
+        return array_ops.less(a, b)
+    if type(b) is float and _large(a):
+        # A Python float is compared in a's dtype (NumPy's rule for a weak scalar): rounded once.
+        b = np.array(b, a.dtype)
+    if not (_large(a, b) and (b.ndim == 0 or b.shape == a.shape)):
+        return array_ops.less(a, b)
+    out = np.empty(a.shape, np.bool_)
+    _threads("less_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
+
+
+def where(condition, a, b):
+    """:meth:`Backend.where`: a where ``condition`` holds, else b. On threads for a large bool
+    ``condition`` with ``a`` and ``b`` of one float dtype, each of its shape or a single value
+    (dropout's mask, a masked fill)."""
+    if (getattr(condition, "size", 0) < PARALLEL_MIN_WORK or type(condition) is not np.ndarray
+            or condition.dtype != np.bool_ or not condition.flags.c_contiguous
+            or not _selectable(a, condition) or not _selectable(b, condition)
+            or a.dtype != b.dtype):
+        return array_ops.where(condition, a, b)
+    out = np.empty(condition.shape, a.dtype)
+    _threads("select_spans")(condition.reshape(-1), a.reshape(-1), b.reshape(-1),
+                             out.reshape(-1))
+    return out
+
+
+def _selectable(x, condition) -> bool:
+    """Whether ``where`` may thread over ``x``: a row-major float array of ``condition``'s shape,
+    or one value."""
+    return (type(x) is np.ndarray and x.dtype in _FLOATS and x.flags.c_contiguous
+            and (x.shape == condition.shape or x.ndim == 0))
+
+
 def relu(a):
     """:meth:`Backend.relu`: max(a, 0)."""
     if getattr(a, "size", 0) < PARALLEL_MIN_WORK or not _large(a):
         return array_ops.relu(a)
     out = np.empty(a.shape, a.dtype)
-    _threads("relu_spans")(np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
+    _threads("relu_spans")(a.reshape(-1), out.reshape(-1))
     return out
 
 

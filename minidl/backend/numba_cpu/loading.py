@@ -50,7 +50,8 @@ STAND_IN_CALLS = 32
 """How many calls the stand-ins serve before the kernels load (a small model's first passes)."""
 
 _KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "row_threads",
-                   "elementwise_threads", "optim_kernels", "random_kernels", "rnn_kernels")
+                   "elementwise_threads", "optim_kernels", "random_kernels", "rnn_kernels",
+                   "reduction_threads")
 _lock = threading.Lock()
 _state = {"loaded": False, "stand_in_calls": 0,
           "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0",

@@ -1,0 +1,72 @@
+"""The Numba side of :mod:`.reductions`: sums over the leading rows of a (rows, width) array,
+split over threads in fixed tiles.
+
+A bias gradient is such a sum: y = x @ Wᵀ + b adds b to every row, so dL/db = Σ_rows dL/dy. The
+rows are cut into a number of blocks of whole rows that the shape fixes
+(:func:`.reductions.row_blocks`) and the columns into spans of :data:`COLUMN_SPAN`; each (block,
+span) tile adds its rows one after another into its own stretch of a partial row, then each span
+adds its blocks' partials in block order. The tiles depend on the shape only, never on the thread
+count, so the result is the same bits on any number of threads.
+
+Why tiles: one task per span of columns (every row added into one output stretch) reads each row
+in short strided pieces and leaves a narrow array (a 128-wide bias) with one or two tasks; one
+task per block of rows (a full-width partial row each) makes a wide array (a 10k-class output
+layer) with few rows per block write as many partials as it reads. A tile keeps its partial
+stretch in the first-level cache while it streams its rows, and gives both shapes enough tasks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+COLUMN_SPAN = 512
+"""Columns per tile: 2 KiB of float32 partials, resident in the first-level cache."""
+
+
+@njit(cache=True, inline="always")
+def _add_into(total, row):
+    # Indices counted from 0: Numba then knows them non-negative, skips its wraparound test and
+    # lets LLVM vectorise the loop.
+    for k in range(total.size):
+        total[k] += row[k]
+
+
+@njit(cache=True, parallel=True)
+def sum_rows(x, blocks, out):
+    """out[k] = Σ_r x[r, k] for a C-contiguous (rows, width) ``x``: the rows in ``blocks`` fixed
+    blocks, each summed in row order, the block sums added in block order."""
+    rows, width = x.shape
+    block_rows = (rows + blocks - 1) // blocks
+    spans = (width + COLUMN_SPAN - 1) // COLUMN_SPAN
+    partials = np.zeros((blocks, width), x.dtype)
+    for tile in prange(blocks * spans):
+        block, span = tile // spans, tile % spans
+        first, last = span * COLUMN_SPAN, min(width, (span + 1) * COLUMN_SPAN)
+        partial = partials[block, first:last]
+        for r in range(block * block_rows, min(rows, (block + 1) * block_rows)):
+            _add_into(partial, x[r, first:last])
+    for span in prange(spans):
+        first, last = span * COLUMN_SPAN, min(width, (span + 1) * COLUMN_SPAN)
+        total = out[first:last]
+        total[:] = partials[0, first:last]
+        for block in range(1, blocks):
+            _add_into(total, partials[block, first:last])
+
+
+SCATTER_SPAN = 32
+"""Columns per task of :func:`add_rows_at`: 128 bytes of float32 a row, so a 128-wide embedding
+table's gradient still makes four tasks."""
+
+
+@njit(cache=True, parallel=True)
+def add_rows_at(out, rows, values):
+    """out[rows[i]] += values[i] for i in order, ``out`` (table_rows, width), ``rows`` (n,) in
+    range, ``values`` (n, width): NumPy's ``np.add.at(out, rows, values)``. Each task owns a span
+    of columns and walks every i in order, so each entry receives its additions in NumPy's order
+    (the same bits) on any number of threads."""
+    width = out.shape[1]
+    for span in prange((width + SCATTER_SPAN - 1) // SCATTER_SPAN):
+        first, last = span * SCATTER_SPAN, min(width, (span + 1) * SCATTER_SPAN)
+        for i in range(rows.size):
+            _add_into(out[rows[i], first:last], values[i, first:last])
