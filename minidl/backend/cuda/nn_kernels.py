@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ..reference.nn_kernels import check_gelu_approximate
+from ..reference.nn_kernels import check_cross_entropy_reduction, check_gelu_approximate
 from .deferred_checks import report_bad_value, take_slot
 from .device import empty, launch
 from .elementwise import binary, unary
@@ -114,30 +114,78 @@ def log_softmax(x, axis):
 
 @cuda.jit
 def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing,
-                        first_bad, slot):
+                        first_bad, slot, reduce, partials):
+    # One row per thread. With ``reduce`` each block also leaves the sum of its rows' losses
+    # and the count of its rows not ignored in partials[2b], partials[2b + 1]: the first level
+    # of the tree that sums the losses, at no extra launch (:func:`_cross_entropy_total` is
+    # the second).
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    total, kept = 0.0, 0.0
     for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
         target = targets[i]
-        if target == ignore_index:
-            losses[i] = 0
-            continue
-        if target < 0 or target >= classes:
-            # Checked here, where the target is read anyway, and reported at the next
-            # synchronisation (deferred_checks); the row's loss is nan until then.
-            cuda.atomic.min(first_bad, slot, i)
-            losses[i] = math.nan
-            continue
-        loss = -(1.0 - smoothing) * log_probs[i * classes + target]
-        if smoothing != 0.0:
-            total = 0.0
-            for c in range(classes):
-                total += log_probs[i * classes + c]
-            loss -= smoothing / classes * total
+        loss = 0.0
+        if target != ignore_index:
+            kept += 1.0
+            if target < 0 or target >= classes:
+                # Checked here, where the target is read anyway, and reported at the next
+                # synchronisation (deferred_checks); the row's loss is nan until then.
+                cuda.atomic.min(first_bad, slot, i)
+                loss = math.nan
+            else:
+                loss = -(1.0 - smoothing) * log_probs[i * classes + target]
+                if smoothing != 0.0:
+                    row_sum = 0.0
+                    for c in range(classes):
+                        row_sum += log_probs[i * classes + c]
+                    loss -= smoothing / classes * row_sum
         losses[i] = loss
+        total += losses[i]  # (the rounded loss, as a sum of the losses array would add it)
+    if reduce:
+        total = block_total(scratch, total, False)
+        kept = block_total(scratch, kept, False)
+        if cuda.threadIdx.x == 0:
+            partials[2 * cuda.blockIdx.x] = total
+            partials[2 * cuda.blockIdx.x + 1] = kept
 
 
 @cuda.jit
-def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ignore_index,
-                        smoothing):
+def _cross_entropy_total(partials, blocks, mean, out):
+    # One block folds the per-block sums and counts (in a fixed order: the bits repeat) into
+    # the sum, or the mean over the rows not ignored: nan when there are none, as PyTorch's.
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    total, kept = 0.0, 0.0
+    for b in range(t, blocks, REDUCE_THREADS):
+        total += partials[2 * b]
+        kept += partials[2 * b + 1]
+    total = block_total(scratch, total, False)
+    kept = block_total(scratch, kept, False)
+    if t == 0:
+        if mean:
+            out[0] = total / kept if kept > 0 else math.nan
+        else:
+            out[0] = total
+
+
+@cuda.jit
+def _cross_entropy_mean_scale(grad, targets, rows, ignore_index, out):
+    # d mean / d loss_i = grad / (rows not ignored), the count at least 1 so that a batch with
+    # every row ignored gets a zero gradient rather than nan. One block counts the targets.
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    kept = 0.0
+    for i in range(t, rows, REDUCE_THREADS):
+        if targets[i] != ignore_index:
+            kept += 1.0
+    kept = block_total(scratch, kept, False)
+    if t == 0:
+        out[0] = grad[0] / (kept if kept > 1.0 else 1.0)
+
+
+@cuda.jit
+def _cross_entropy_grad(count, grad_losses, grad_stride, log_probs, targets, out, classes,
+                        ignore_index, smoothing):
+    # grad_stride 0 reads one gradient for every row (a reduced loss's), 1 one per row.
     for e in range(cuda.grid(1), count, cuda.gridsize(1)):
         i, c = e // classes, e % classes
         target = targets[i]
@@ -147,41 +195,66 @@ def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ig
         d = math.exp(log_probs[e]) - smoothing / classes
         if c == target:
             d -= 1.0 - smoothing
-        out[e] = d * grad_losses[i]
+        out[e] = d * grad_losses[i * grad_stride]
 
 
-def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
-    """The contract's primitive. An out-of-range target raises its ``ValueError`` at the next
-    synchronisation (a copy to the host, ``md.cuda.synchronize()``), not here: checking at once
-    would stop the host every training step (see :mod:`.deferred_checks`)."""
-    from .movement import astype
+def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing,
+                                  reduction="none"):
+    """The contract's primitive in three launches: log-softmax, the per-row losses (with each
+    block's partial sum and count when reduced), and the sum or mean of those partials. An
+    out-of-range target raises its ``ValueError`` at the next synchronisation (a copy to the
+    host, ``md.cuda.synchronize()``), not here: checking at once would stop the host every
+    training step (see :mod:`.deferred_checks`)."""
+    from .movement import astype, full
+    check_cross_entropy_reduction(reduction)
     n, classes = logits.shape
     targets = astype(targets, np.int64)
     log_probs = log_softmax(logits, 1)
     losses = empty((n,), logits.dtype)
-    if n:
-        first_bad, slot = take_slot(report_bad_value(
-            targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
-                                               f"classes"))
-        blocks, threads = launch(n)
-        _cross_entropy_rows[blocks, threads](log_probs.buffer, targets.buffer, losses.buffer, n,
-                                             classes, int(ignore_index), float(label_smoothing),
-                                             first_bad, slot)
-    return losses, log_probs
+    reduce = reduction != "none"
+    if not n:
+        if not reduce:
+            return losses, log_probs
+        return full((), 0.0 if reduction == "sum" else math.nan, logits.dtype), log_probs
+    first_bad, slot = take_slot(report_bad_value(
+        targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
+                                           f"classes"))
+    blocks = launch(n)[0]
+    partials = empty((2 * blocks,), np.float64) if reduce else losses
+    _cross_entropy_rows[blocks, REDUCE_THREADS](log_probs.buffer, targets.buffer, losses.buffer,
+                                                n, classes, int(ignore_index),
+                                                float(label_smoothing), first_bad, slot, reduce,
+                                                partials.buffer)
+    if not reduce:
+        return losses, log_probs
+    loss = empty((), logits.dtype)
+    _cross_entropy_total[1, REDUCE_THREADS](partials.buffer, blocks, reduction == "mean",
+                                            loss.buffer)
+    return loss, log_probs
 
 
 def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
-                                   label_smoothing):
+                                   label_smoothing, reduction="none"):
+    """The contract's primitive: one launch (two for a mean: the count of rows not ignored,
+    then the gradient)."""
     from .movement import astype
+    check_cross_entropy_reduction(reduction)
     n, classes = log_probs.shape
     targets = astype(targets, np.int64)
     grad_losses = astype(grad_losses, log_probs.dtype)
     out = empty(log_probs.shape, log_probs.dtype)
-    if out.size:
-        blocks, threads = launch(out.size)
-        _cross_entropy_grad[blocks, threads](out.size, grad_losses.buffer, log_probs.buffer,
-                                             targets.buffer, out.buffer, classes,
-                                             int(ignore_index), float(label_smoothing))
+    if not out.size:
+        return out
+    if reduction == "mean":
+        scale = empty((), log_probs.dtype)
+        _cross_entropy_mean_scale[1, REDUCE_THREADS](grad_losses.buffer, targets.buffer, n,
+                                                     int(ignore_index), scale.buffer)
+        grad_losses = scale
+    blocks, threads = launch(out.size)
+    _cross_entropy_grad[blocks, threads](out.size, grad_losses.buffer,
+                                         1 if reduction == "none" else 0, log_probs.buffer,
+                                         targets.buffer, out.buffer, classes,
+                                         int(ignore_index), float(label_smoothing))
     return out
 
 

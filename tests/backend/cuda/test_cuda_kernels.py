@@ -328,6 +328,36 @@ def test_max_and_average_pooling_forward_and_backward(pool):
                  include, rtol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_softmax_cross_entropy_reduces_like_the_reference(reduction):
+    # More rows than the simulator's grid has threads: each block sums several rows, and the
+    # blocks' partial sums are summed again.
+    x = normal(50, 4)
+    targets = np.arange(50) % 4
+    targets[::7] = -100
+    grad = np.array(0.75, np.float32)
+    for smoothing in (0.0, 0.1):
+        same("softmax_cross_entropy_forward", x, targets, -100, smoothing, reduction,
+             rtol=1e-5, atol=1e-5)
+        same("softmax_cross_entropy_backward", grad, REF.log_softmax(x, 1), targets, -100,
+             smoothing, reduction, rtol=1e-5, atol=1e-6)
+    ignored = np.full(50, -100)  # no rows: the sum is 0, the mean nan; the gradient 0
+    loss, log_probs = backend().softmax_cross_entropy_forward(up(x), up(ignored), -100, 0.0,
+                                                              reduction)
+    np.testing.assert_array_equal(down(loss), REF.softmax_cross_entropy_forward(
+        x, ignored, -100, 0.0, reduction)[0])
+    np.testing.assert_array_equal(down(backend().softmax_cross_entropy_backward(
+        up(grad), log_probs, up(ignored), -100, 0.0, reduction)), np.zeros_like(x))
+    same("softmax_cross_entropy_forward", normal(0, 4), np.zeros(0, np.int64), -100, 0.0,
+         reduction, exact=True)
+
+
+def test_softmax_cross_entropy_refuses_an_unknown_reduction():
+    with pytest.raises(ValueError, match="reduction must be 'none', 'sum' or 'mean', got 'avg'"):
+        backend().softmax_cross_entropy_forward(up(normal(2, 3)), up(np.array([0, 1])), -100,
+                                                0.0, "avg")
+
+
 def test_softmax_cross_entropy_gelu_and_layer_norm():
     x = normal(3, 40) * 4  # rows longer than a block
     for axis in (0, 1):
