@@ -13,7 +13,9 @@ move the reduced axes last with one copy). One thread block reduces one row:
 
 T is a power of two fixed when the kernel is compiled (shared arrays have compile-time sizes).
 Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``); a few long rows
-(a full sum) take two levels, a block per chunk and then a block per row (see ``FEW_ROWS``).
+(a full sum, a bias gradient's sum over batch and pixels for a few channels) take two levels, a
+block per chunk and then a block per row (see ``FEW_ROWS``), whether the rows are read in place
+or through strides.
 The order of additions is fixed by the thread layout, so results repeat bit for bit from run
 to run on the same device; they differ from NumPy's pairwise sums in the last bits.
 """
@@ -119,18 +121,20 @@ def _value_kernel(combine, dtype):
     # offset(r over the kept axes) + offset(i over the reduced axes), so reducing leading or
     # middle axes (a bias gradient's sum over batch and pixels) needs no transposed copy.
     @cuda.jit
-    def strided_kernel(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
-                       reduced_strides):
+    def strided_kernel(x, rows, length, parts, chunk, identity, out, kept_shape, kept_strides,
+                       reduced_shape, reduced_strides):
         partial = cuda.shared.array(REDUCE_THREADS, numba_type)
         t = cuda.threadIdx.x
-        for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        for piece in range(cuda.blockIdx.x, rows * parts, cuda.gridDim.x):
+            row, part = piece // parts, piece % parts
             base = strided_offset(row, kept_shape, kept_strides, 0)
+            end = builtins.min(length, (part + 1) * chunk)
             value = identity
-            for i in range(t, length, REDUCE_THREADS):
+            for i in range(part * chunk + t, end, REDUCE_THREADS):
                 value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
             total = block_fold(partial, value)
             if t == 0:
-                out[row] = total
+                out[piece] = total
 
     @cuda.jit
     def strided_serial(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
@@ -268,22 +272,21 @@ def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
             blocks, threads = launch(rows)
             (serial if in_place else strided_serial)[blocks, threads](
                 source.buffer, rows, length, identity, out.buffer, *layout)
-        elif not in_place:
-            strided_tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, identity, out.buffer, *layout)
         elif rows < FEW_ROWS and length > 2 * CHUNK:
-            # Two levels: many blocks fold a chunk each, then one block per row folds the
-            # chunks' results (in a fixed order, so the bits repeat from run to run).
+            # Two levels: many blocks fold a chunk each (rows read in place or through
+            # strides), then one block per row folds the chunks' results, which are contiguous
+            # (in a fixed order, so the bits repeat from run to run).
             parts = builtins.min(-(-length // CHUNK), MAX_CHUNKS)
             chunk = -(-length // parts)
             partials = empty((rows * parts,), out_dtype)
-            tree[builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, parts, chunk, identity, partials.buffer)
+            (tree if in_place else strided_tree)[
+                builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, parts, chunk, identity, partials.buffer, *layout)
             tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
                 partials.buffer, rows, parts, 1, parts, identity, out.buffer)
         else:
-            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, 1, length, identity, out.buffer)
+            (tree if in_place else strided_tree)[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, 1, length, identity, out.buffer, *layout)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 

@@ -8,6 +8,7 @@ between host and device and asks the driver for no memory once warm.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import os
 import subprocess
@@ -88,16 +89,21 @@ def test_cross_entropy_reduces_inside_its_own_kernels(counter, reduction, backwa
     assert sum(counter.launches.values()) == backward_launches + 1, counter.launches  # (+ seed)
 
 
-def test_a_full_sum_spreads_over_many_blocks_in_two_launches(counter):
-    import numpy as np
+@pytest.mark.parametrize("axis, first_level", [(None, "kernel"), (0, "strided_kernel")])
+def test_a_sum_of_few_long_rows_spreads_over_many_blocks_in_two_launches(counter, axis,
+                                                                         first_level):
+    # A full sum, and a sum over the leading axis for two columns (a bias gradient's shape):
+    # blocks fold chunks of each row, read in place or through strides, then their results.
     from minidl.backend import get_backend
     from minidl.backend.cuda.reduction import CHUNK
     be = get_backend("cuda")
-    values = np.arange(5 * CHUNK, dtype=np.float64)
+    values = np.arange(5 * CHUNK * 2, dtype=np.float64).reshape(5 * CHUNK, 2)
     counter.launches.clear()
-    total = be.sum(be.from_numpy(values))
-    assert counter.launches == {"kernel": 2}, counter.launches  # chunks, then their results
-    assert be.to_numpy(total) == values.sum()
+    total = be.sum(be.from_numpy(values), axis=axis)
+    expected = collections.Counter({first_level: 1})
+    expected["kernel"] += 1  # the second level reads the chunks' results in place
+    assert counter.launches == expected, counter.launches
+    np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axis))
 
 
 # Launches per warm training step, at most. The CNN's layout copies around its convolution GEMMs
