@@ -58,26 +58,32 @@ def _exp(z):
     return math.exp(z)
 
 
+@cuda.jit(device=True)
+def _softmax_row(x, out, base, length, logarithm, scratch):
+    """One row's softmax (or log-softmax), by the whole block: its max, then its sum of
+    exponentials shifted by the max, then every value."""
+    t = cuda.threadIdx.x
+    peak = -math.inf
+    for i in range(t, length, REDUCE_THREADS):
+        if x[base + i] > peak:
+            peak = float(x[base + i])
+    peak = block_total(scratch, peak, True)
+    total = 0.0
+    for i in range(t, length, REDUCE_THREADS):
+        total += _exp(x[base + i] - peak)
+    total = block_total(scratch, total, False)
+    for i in range(t, length, REDUCE_THREADS):
+        if logarithm:
+            out[base + i] = x[base + i] - peak - math.log(total)
+        else:
+            out[base + i] = _exp(x[base + i] - peak) / total
+
+
 @cuda.jit
 def _softmax_rows(x, out, rows, length, logarithm):
     scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
-    t = cuda.threadIdx.x
     for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-        base = row * length
-        peak = -math.inf
-        for i in range(t, length, REDUCE_THREADS):
-            if x[base + i] > peak:
-                peak = float(x[base + i])
-        peak = block_total(scratch, peak, True)
-        total = 0.0
-        for i in range(t, length, REDUCE_THREADS):
-            total += _exp(x[base + i] - peak)
-        total = block_total(scratch, total, False)
-        for i in range(t, length, REDUCE_THREADS):
-            if logarithm:
-                out[base + i] = x[base + i] - peak - math.log(total)
-            else:
-                out[base + i] = _exp(x[base + i] - peak) / total
+        _softmax_row(x, out, row * length, length, logarithm, scratch)
 
 
 def _along_last(x, axis):
@@ -113,39 +119,43 @@ def log_softmax(x, axis):
 # -- softmax + cross-entropy -----------------------------------------------------------------------
 
 @cuda.jit
-def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing,
-                        first_bad, slot, reduce, partials):
-    # One row per thread. With ``reduce`` each block also leaves the sum of its rows' losses
-    # and the count of its rows not ignored in partials[2b], partials[2b + 1]: the first level
-    # of the tree that sums the losses, at no extra launch (:func:`_cross_entropy_total` is
-    # the second).
+def _cross_entropy_rows(logits, log_probs, targets, losses, rows, classes, ignore_index,
+                        smoothing, first_bad, slot, reduce, partials):
+    # A block per row: the row's log-softmax, then its loss from the log-probabilities just
+    # written. Thread 0 keeps the running sum of its block's losses and the count of its rows
+    # not ignored; with ``reduce`` it leaves them in partials[2b], partials[2b + 1]: the first
+    # level of the tree that sums the losses, at no extra launch (:func:`_cross_entropy_total`
+    # is the second).
     scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
     total, kept = 0.0, 0.0
-    for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
-        target = targets[i]
-        loss = 0.0
-        if target != ignore_index:
-            kept += 1.0
-            if target < 0 or target >= classes:
-                # Checked here, where the target is read anyway, and reported at the next
-                # synchronisation (deferred_checks); the row's loss is nan until then.
-                cuda.atomic.min(first_bad, slot, i)
-                loss = math.nan
-            else:
-                loss = -(1.0 - smoothing) * log_probs[i * classes + target]
-                if smoothing != 0.0:
-                    row_sum = 0.0
-                    for c in range(classes):
-                        row_sum += log_probs[i * classes + c]
-                    loss -= smoothing / classes * row_sum
-        losses[i] = loss
-        total += losses[i]  # (the rounded loss, as a sum of the losses array would add it)
-    if reduce:
-        total = block_total(scratch, total, False)
-        kept = block_total(scratch, kept, False)
-        if cuda.threadIdx.x == 0:
-            partials[2 * cuda.blockIdx.x] = total
-            partials[2 * cuda.blockIdx.x + 1] = kept
+    for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        base = row * classes
+        _softmax_row(logits, log_probs, base, classes, True, scratch)
+        spread = 0.0  # Σ_c log p_c, for label smoothing
+        if smoothing != 0.0:
+            for c in range(t, classes, REDUCE_THREADS):
+                spread += log_probs[base + c]
+        # (block_total's barrier also makes every thread's log_probs visible to thread 0)
+        spread = block_total(scratch, spread, False)
+        if t == 0:
+            target = targets[row]
+            loss = 0.0
+            if target != ignore_index:
+                kept += 1.0
+                if target < 0 or target >= classes:
+                    # Checked here, where the target is read anyway, and reported at the next
+                    # synchronisation (deferred_checks); the row's loss is nan until then.
+                    cuda.atomic.min(first_bad, slot, row)
+                    loss = math.nan
+                else:
+                    loss = -(1.0 - smoothing) * log_probs[base + target] \
+                        - smoothing / classes * spread
+            losses[row] = loss
+            total += losses[row]  # (the rounded loss, as a sum of the losses array adds it)
+    if reduce and t == 0:
+        partials[2 * cuda.blockIdx.x] = total
+        partials[2 * cuda.blockIdx.x + 1] = kept
 
 
 @cuda.jit
@@ -200,8 +210,8 @@ def _cross_entropy_grad(count, grad_losses, grad_stride, log_probs, targets, out
 
 def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing,
                                   reduction="none"):
-    """The contract's primitive in three launches: log-softmax, the per-row losses (with each
-    block's partial sum and count when reduced), and the sum or mean of those partials. An
+    """The contract's primitive in one launch (a block per row: log-softmax and loss), two when
+    reduced (each block's partial sum and count, then one block sums those). An
     out-of-range target raises its ``ValueError`` at the next synchronisation (a copy to the
     host, ``md.cuda.synchronize()``), not here: checking at once would stop the host every
     training step (see :mod:`.deferred_checks`)."""
@@ -209,7 +219,7 @@ def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing
     check_cross_entropy_reduction(reduction)
     n, classes = logits.shape
     targets = astype(targets, np.int64)
-    log_probs = log_softmax(logits, 1)
+    log_probs = empty((n, classes), logits.dtype)
     losses = empty((n,), logits.dtype)
     reduce = reduction != "none"
     if not n:
@@ -219,10 +229,10 @@ def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing
     first_bad, slot = take_slot(report_bad_value(
         targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
                                            f"classes"))
-    blocks = launch(n)[0]
+    blocks = min(n, ROW_BLOCKS)
     partials = empty((2 * blocks,), np.float64) if reduce else losses
-    _cross_entropy_rows[blocks, REDUCE_THREADS](log_probs.buffer, targets.buffer, losses.buffer,
-                                                n, classes, int(ignore_index),
+    _cross_entropy_rows[blocks, REDUCE_THREADS](logits.buffer, log_probs.buffer, targets.buffer,
+                                                losses.buffer, n, classes, int(ignore_index),
                                                 float(label_smoothing), first_bad, slot, reduce,
                                                 partials.buffer)
     if not reduce:

@@ -77,13 +77,13 @@ def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes)
 
 @pytest.mark.parametrize("reduction, backward_launches", [("mean", 2), ("sum", 1)])
 def test_cross_entropy_reduces_inside_its_own_kernels(counter, reduction, backward_launches):
-    # log-softmax, the rows' losses with each block's partial sum, the sum of those partials;
-    # back: (a mean's count of targets not ignored, then) the gradient.
+    # log-softmax and the rows' losses with each block's partial sum, then the sum of those
+    # partials; back: (a mean's count of targets not ignored, then) the gradient.
     logits = md.ones(20, 3).to("cuda:0").requires_grad_()
     targets = md.tensor(np.arange(20) % 3).to("cuda:0")
     counter.launches.clear()
     loss = md.nn.functional.cross_entropy(logits, targets, reduction=reduction)
-    assert sum(counter.launches.values()) == 3, counter.launches
+    assert sum(counter.launches.values()) == 2, counter.launches
     counter.launches.clear()
     loss.backward()
     assert sum(counter.launches.values()) == backward_launches + 1, counter.launches  # (+ seed)
@@ -108,7 +108,7 @@ def test_a_sum_of_few_long_rows_spreads_over_many_blocks_in_two_launches(counter
 
 # Launches per warm training step, at most. The CNN's layout copies around its convolution GEMMs
 # are most of what is left above the issue's target of 40 (the GEMM would read them in place).
-LAUNCH_CEILINGS = {"cnn": 44, "mlp": 25}
+LAUNCH_CEILINGS = {"cnn": 43, "mlp": 24}
 
 
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
@@ -144,6 +144,9 @@ def test_ptx_figures_are_read_from_ptxas_and_the_ptx(counter):
            "ld.global.f32 %f7, [%rd5];\n"
            "st.shared.v4.f32 [%r4], {%f1, %f2, %f3, %f4};\n")
     assert counter.vector_loads(ptx) == 2
+    ptx = ("div.u32 %r3, %r1, %r2;\nrem.s64 %rd3, %rd1, %rd2;\ndiv.rn.f32 %f3, %f1, %f2;\n"
+           "mul.hi.u32 %r4, %r1, %r2;\n")
+    assert counter.integer_divisions(ptx) == 2  # (a float division is not one)
 
 
 @pytest.mark.slow
