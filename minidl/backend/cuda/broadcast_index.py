@@ -70,14 +70,17 @@ def quotient_on_host(i: int, magic: int, shift: int) -> int:
     return (((i * magic) >> 32) + i) >> shift
 
 
-def broadcast_walk(shape, *operand_strides):
+def broadcast_walk(shape, *operand_strides, offsets=None):
     """The launch arguments of a 32-bit broadcast walk over ``shape``: ``(sizes, magics, shifts,
     strides, ...)``, tuples of ``uint32`` after :func:`collapse_axes`; ``None`` when the output
-    or an operand reaches 2**31 elements (the caller then indexes in 64 bits)."""
+    or an operand (from its start in ``offsets``, 0 by default) reaches 2**31 elements, or
+    walks backwards (the caller then indexes in 64 bits)."""
     if math.prod(shape) >= LIMIT_32:
         return None
     sizes, *strides = collapse_axes(shape, *operand_strides)
-    if any(sum((n - 1) * s for n, s in zip(sizes, own)) >= LIMIT_32 for own in strides):
+    starts = offsets or (0,) * len(strides)
+    if any(min(own) < 0 or start + sum((n - 1) * s for n, s in zip(sizes, own)) >= LIMIT_32
+           for start, own in zip(starts, strides)):
         return None
     magics, shifts = zip(*(magic_divisor(n) for n in sizes))
 

@@ -2,8 +2,8 @@
 
 The magic numbers divide exactly like ``//`` (on the host and in a kernel), collapsing axes keeps
 the elements a walk reads, broadcasts of every shape pattern give NumPy's values on the device,
-arrays too large for 32 bits take the 64-bit path with the same values, and the compiled kernels
-contain no integer division at all.
+arrays too large for 32 bits take the 64-bit path with the same values (layout copies too), and
+the compiled kernels contain no integer division at all.
 """
 
 from __future__ import annotations
@@ -119,6 +119,26 @@ def test_arrays_past_32_bits_take_the_64_bit_path_with_the_same_values(monkeypat
                                   np.where(a > 5, b, np.float32(0)))
 
 
+@pytest.mark.parametrize("limit", [LIMIT_32, 40])
+def test_layout_copies_walk_views_in_32_bits_or_64(monkeypatch, limit):
+    # Transposes, broadcasts, casts and concatenations (slabs at an offset) copy through the
+    # same walk; past the limit (lowered to 40 here: concatenating puts the second slab past
+    # it) they take the 64-bit copy.
+    monkeypatch.setattr(broadcast_index, "LIMIT_32", limit)
+    be = backend()
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    b = np.arange(36, dtype=np.float32).reshape(3, 3, 4)
+    np.testing.assert_array_equal(down(be.transpose(up(a), (2, 0, 1))), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(down(be.broadcast_to(up(a[:1]), (3, 3, 4))),
+                                  np.broadcast_to(a[:1], (3, 3, 4)))
+    np.testing.assert_array_equal(down(be.astype(up(a), np.int32)), a.astype(np.int32))
+    np.testing.assert_array_equal(down(be.concatenate([up(a), up(b)], 0)),
+                                  np.concatenate([a, b]))
+    filled = be.zeros((5, 2), np.float32)
+    be.fill_(filled, 2.5)
+    np.testing.assert_array_equal(down(filled), np.full((5, 2), 2.5, np.float32))
+
+
 INTEGER_DIVISION = re.compile(r"\b(?:div|rem)\.[su]\d+")
 
 PTX_SCRIPT = """
@@ -127,11 +147,12 @@ sys.path[:0] = ["scripts", "."]
 import check_cuda_compile
 check_cuda_compile.install_compile_only_cuda()
 from numba import cuda, types
-from minidl.backend.cuda import elementwise as e
+from minidl.backend.cuda import elementwise as e, movement
 arrays, _, _, flat_arrays, _, _ = e._binary_kernels(e.add)
-f32, u3 = types.float32[::1], types.UniTuple(types.uint32, 3)
+f32, u3, u32 = types.float32[::1], types.UniTuple(types.uint32, 3), types.uint32
 for kernel, signature in [(flat_arrays, (f32, types.int64, f32, f32)),
-                          (arrays, (f32, types.uint32, u3, u3, u3, f32, u3, f32, u3))]:
+                          (arrays, (f32, u32, u3, u3, u3, f32, u3, f32, u3)),
+                          (movement._copy_strided, (u32, u3, u3, u3, f32, u32, u3, f32, u32, u3))]:
     print(cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))[0])
     print("== end of kernel ==")
 """
@@ -146,7 +167,7 @@ def test_the_compiled_elementwise_kernels_never_divide_integers():
     if result.returncode and "nvvm" in result.stderr.lower():
         pytest.skip("numba finds no NVVM here")
     assert result.returncode == 0, result.stderr
-    flat, walked = result.stdout.split("== end of kernel ==")[:2]
-    assert ".entry" in flat and ".entry" in walked
-    assert not INTEGER_DIVISION.findall(flat), flat
-    assert not INTEGER_DIVISION.findall(walked), walked
+    kernels = result.stdout.split("== end of kernel ==")[:3]
+    assert len(kernels) == 3 and all(".entry" in ptx for ptx in kernels), result.stdout
+    for ptx in kernels:  # the flat add, the broadcasting add, the layout copy
+        assert not INTEGER_DIVISION.findall(ptx), ptx

@@ -117,7 +117,7 @@ def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, ca
     assert counts.launches <= LAUNCH_CEILINGS[model], counts
     # Cross-entropy's mean is taken inside its own kernels: nothing copies, fills or casts.
     assert counts.by_kernel.get(counter.LAYOUT_COPY, 0) <= (7 if model == "cnn" else 0), counts
-    assert counts.by_kernel.get("_fill_strided", 0) <= 1, counts  # backward()'s seed gradient
+    assert counts.by_kernel.get("_fill", 0) <= 1, counts  # backward()'s seed gradient
     assert counts.device_to_host_reads == 0, counts
     assert counts.host_to_device_copies == 0, counts
     assert counts.driver_allocations == 0, counts
