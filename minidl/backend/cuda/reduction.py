@@ -26,11 +26,11 @@ import builtins
 import math
 
 import numpy as np
-from numba import cuda, from_dtype
+from numba import cuda, from_dtype, uint32
 
-from .device import (
-    SIMULATED, DeviceArray, contiguous_strides, empty, launch, padded, strided_offset,
-)
+from . import broadcast_index
+from .broadcast_index import broadcast_walk, walk_offset
+from .device import SIMULATED, DeviceArray, contiguous_strides, empty, launch
 from .movement import astype, reshape, transpose
 
 REDUCE_THREADS = 8 if SIMULATED else 256
@@ -118,32 +118,35 @@ def _value_kernel(combine, dtype):
             out[row] = value
 
     # The same two, reading rows in place through strides: row r's element i is at
-    # offset(r over the kept axes) + offset(i over the reduced axes), so reducing leading or
-    # middle axes (a bias gradient's sum over batch and pixels) needs no transposed copy.
+    # offset(r over the kept axes) + offset(i over the reduced axes), each a 32-bit walk over
+    # collapsed axes (.broadcast_index), so reducing leading or middle axes (a bias gradient's
+    # sum over batch and pixels) needs no transposed copy and no integer division.
     @cuda.jit
-    def strided_kernel(x, rows, length, parts, chunk, identity, out, kept_shape, kept_strides,
-                       reduced_shape, reduced_strides):
+    def strided_kernel(x, rows, length, parts, chunk, identity, out, kept_sizes, kept_magics,
+                       kept_shifts, kept_strides, sizes, magics, shifts, strides):
         partial = cuda.shared.array(REDUCE_THREADS, numba_type)
         t = cuda.threadIdx.x
         for piece in range(cuda.blockIdx.x, rows * parts, cuda.gridDim.x):
             row, part = piece // parts, piece % parts
-            base = strided_offset(row, kept_shape, kept_strides, 0)
+            base = walk_offset(uint32(row), kept_sizes, kept_magics, kept_shifts, kept_strides)
             end = builtins.min(length, (part + 1) * chunk)
             value = identity
             for i in range(part * chunk + t, end, REDUCE_THREADS):
-                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+                value = fold(value, x[base + walk_offset(uint32(i), sizes, magics, shifts,
+                                                         strides)])
             total = block_fold(partial, value)
             if t == 0:
                 out[piece] = total
 
     @cuda.jit
-    def strided_serial(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
-                       reduced_strides):
+    def strided_serial(x, rows, length, identity, out, kept_sizes, kept_magics, kept_shifts,
+                       kept_strides, sizes, magics, shifts, strides):
         for row in range(cuda.grid(1), rows, cuda.gridsize(1)):
-            base = strided_offset(row, kept_shape, kept_strides, 0)
+            base = walk_offset(uint32(row), kept_sizes, kept_magics, kept_shifts, kept_strides)
             value = identity
             for i in range(length):
-                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+                value = fold(value, x[base + walk_offset(uint32(i), sizes, magics, shifts,
+                                                         strides)])
             out[row] = value
 
     _value_kernels[key] = (kernel, serial, strided_kernel, strided_serial)
@@ -245,19 +248,26 @@ def _final_shape(shape, axes, keepdims, kept_shape):
     return kept_shape
 
 
-def _strided_rows(x: DeviceArray, axes) -> tuple:
-    """(kept shape, kept strides, reduced shape, reduced strides), padded for the kernels:
-    x read as rows over its kept axes, each a run over its reduced axes, with no copy."""
+def _strided_rows(x: DeviceArray, axes):
+    """The strided kernels' walks (kept axes, then reduced axes: sizes, magics, shifts,
+    strides each): x read as rows over its kept axes, each a run over its reduced axes, with no
+    copy; ``None`` for an array of 2**31 elements or more."""
     strides = contiguous_strides(x.shape)
     kept = [a for a in range(x.ndim) if a not in axes]
-    return (padded([x.shape[a] for a in kept], 1), padded([strides[a] for a in kept], 0),
-            padded([x.shape[a] for a in axes], 1), padded([strides[a] for a in axes], 0))
+    if x.size >= broadcast_index.LIMIT_32:
+        return None
+    return (broadcast_walk([x.shape[a] for a in kept], [strides[a] for a in kept])
+            + broadcast_walk([x.shape[a] for a in axes], [strides[a] for a in axes]))
 
 
 def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
     axes = _normalize_axes(axis, x.ndim)
     source = astype(x, out_dtype)
     in_place = list(axes) == list(range(x.ndim - len(axes), x.ndim))
+    layout = () if in_place else _strided_rows(source, axes)
+    if layout is None:  # too large for 32-bit walks: move the reduced axes last, then in place
+        kept_axes = tuple(a for a in range(x.ndim) if a not in axes)
+        source, in_place, layout = transpose(source, kept_axes + axes), True, ()
     kept_shape = tuple(x.shape[a] for a in range(x.ndim) if a not in axes)
     rows, length = math.prod(kept_shape), math.prod(x.shape[a] for a in axes)
     if length == 0 and name != "sum":
@@ -267,7 +277,6 @@ def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
         identity = identity_of(np.dtype(out_dtype))
         tree, serial, strided_tree, strided_serial = _value_kernel(combine, out_dtype)
         # Reduced axes last: rows are contiguous runs. Otherwise the strided kernels.
-        layout = () if in_place else _strided_rows(source, axes)
         if length <= SERIAL_LENGTH:
             blocks, threads = launch(rows)
             (serial if in_place else strided_serial)[blocks, threads](

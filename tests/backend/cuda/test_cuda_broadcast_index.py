@@ -139,6 +139,16 @@ def test_layout_copies_walk_views_in_32_bits_or_64(monkeypatch, limit):
     np.testing.assert_array_equal(down(filled), np.full((5, 2), 2.5, np.float32))
 
 
+@pytest.mark.parametrize("limit", [LIMIT_32, 16])
+def test_reductions_through_strides_walk_in_32_bits_or_move_the_axes_last(monkeypatch, limit):
+    monkeypatch.setattr(broadcast_index, "LIMIT_32", limit)
+    be = backend()
+    values = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5) % 7
+    for axes in [(0,), (0, 2, 3), (1, 3)]:
+        np.testing.assert_array_equal(down(be.sum(up(values), axes)), values.sum(axis=axes))
+        np.testing.assert_array_equal(down(be.max(up(values), axes)), values.max(axis=axes))
+
+
 INTEGER_DIVISION = re.compile(r"\b(?:div|rem)\.[su]\d+")
 
 PTX_SCRIPT = """
