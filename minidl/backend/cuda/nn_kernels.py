@@ -196,16 +196,26 @@ def _cross_entropy_mean_scale(grad, targets, rows, ignore_index, out):
 def _cross_entropy_grad(count, grad_losses, grad_stride, log_probs, targets, out, classes,
                         ignore_index, smoothing):
     # grad_stride 0 reads one gradient for every row (a reduced loss's), 1 one per row.
-    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
-        i, c = e // classes, e % classes
+    # Element e is (row i, class c). The thread divides once, for its first element and for
+    # its grid stride in rows and classes; then it steps (i, c) along without dividing.
+    e, step = cuda.grid(1), cuda.gridsize(1)
+    i, c = e // classes, e % classes
+    step_rows, step_classes = step // classes, step % classes
+    while e < count:
         target = targets[i]
         if target == ignore_index:
             out[e] = 0
-            continue
-        d = math.exp(log_probs[e]) - smoothing / classes
-        if c == target:
-            d -= 1.0 - smoothing
-        out[e] = d * grad_losses[i * grad_stride]
+        else:
+            d = math.exp(log_probs[e]) - smoothing / classes
+            if c == target:
+                d -= 1.0 - smoothing
+            out[e] = d * grad_losses[i * grad_stride]
+        e += step
+        i += step_rows
+        c += step_classes
+        if c >= classes:
+            c -= classes
+            i += 1
 
 
 def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing,
