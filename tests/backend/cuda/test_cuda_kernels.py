@@ -294,15 +294,18 @@ def test_im2col_and_its_adjoint_col2im(geometry):
                                             (((3, 3), (2, 2), (1, 1), (1, 1), True), False)])
 def test_max_pool_backward_from_the_devices_own_argmax(pool, disjoint):
     # Windows that do not overlap (with padding, dilation gaps, ceil_mode's partial windows)
-    # take the gather path: every input cell gets its window's gradient or an exact 0.
+    # and windows that do take the gather path: every input cell sums the gradients of the
+    # windows it won (one at most without overlap), or gets an exact 0.
     from minidl.backend.cuda.conv_pool import PoolArgmax
     x = normal(2, 2, 7, 8)
     x[0, 0, :2, :2] = 1.0  # ties inside a window
+    if not disjoint:
+        x[1, 1, 2, 2] = 9.0  # one cell winning several overlapping windows
     out, argmax = REF.max_pool2d_forward(x, *pool)
     grad = normal(*out.shape)
     _, device_argmax = backend().max_pool2d_forward(up(x), *pool)
     assert isinstance(device_argmax, PoolArgmax)
-    assert (device_argmax.disjoint_geometry is not None) == disjoint
+    assert device_argmax.geometry == sum(pool[:4], ())
     np.testing.assert_array_equal(down(device_argmax), argmax)
     got = down(backend().max_pool2d_backward(up(grad), device_argmax, x.shape))
     np.testing.assert_array_equal(got, REF.max_pool2d_backward(grad, argmax, x.shape))
