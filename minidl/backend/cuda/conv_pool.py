@@ -15,7 +15,7 @@ Shapes and sizes are worked out on the host with the reference's own functions
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
 from ..conv_arithmetic import conv_output_size
 from ..reference.pool import pool_output_size
@@ -124,6 +124,24 @@ def _max_pool_backward(count, grad, argmax, dx64, plane_size, windows_per_plane)
 
 
 @cuda.jit
+def _max_pool_backward_disjoint(count, grad, argmax, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                                dh, dw):
+    # Windows that do not overlap: an input cell lies in at most one window, found by
+    # division, and takes that window's gradient if it won it, else 0.
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane, y, z = e // (h * w), (e // w) % h, e % w
+        value = grad[0] * 0
+        oy, oz = (y + ph) // sh, (z + pw) // sw
+        iy, iz = y + ph - oy * sh, z + pw - oz * sw  # the cell's offset inside that window
+        if (oy < oh and oz < ow and iy % dh == 0 and iy // dh < kh and iz % dw == 0
+                and iz // dw < kw):
+            window = plane * oh * ow + oy * ow + oz
+            if argmax[window] == y * w + z:
+                value = grad[window]
+        dx[e] = value
+
+
+@cuda.jit
 def _max_pool_backward_gather(count, grad, argmax, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
                               dh, dw):
     # Each input cell gathers the gradients of the windows it won. The windows that can hold
@@ -134,7 +152,7 @@ def _max_pool_backward_gather(count, grad, argmax, dx, h, w, oh, ow, kh, kw, sh,
     for e in range(cuda.grid(1), count, cuda.gridsize(1)):
         plane, y, z = e // (h * w), (e // w) % h, e % w
         cell = y * w + z
-        total = 0.0
+        total = float64(0.0)  # (a bare 0.0 would add in float32 on the simulator, NumPy's rule)
         for i in range(kh):
             ty = y + ph - i * dh
             if ty < 0 or ty % sh != 0 or ty // sh >= oh:
@@ -154,6 +172,12 @@ class PoolArgmax(DeviceArray):
     pass can gather each cell's gradient instead of adding window gradients atomically."""
 
     __slots__ = ("geometry",)
+
+
+def _disjoint(kernel_size, stride, dilation) -> bool:
+    """Whether consecutive windows never share a cell (stride >= the dilated window) on both
+    axes: each cell then has at most one window, the common ``MaxPool2d(2)`` case."""
+    return all(s >= (k - 1) * d + 1 for k, s, d in zip(kernel_size, stride, dilation))
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
@@ -186,9 +210,14 @@ def max_pool2d_backward(grad_out, argmax, x_shape):
     if geometry is not None:
         dx = empty(tuple(x_shape), grad_out.dtype)
         if dx.size:
+            # Without overlap a cell finds its one window directly, with less integer work
+            # than trying every tap.
+            kernel_size, stride, dilation = geometry[0:2], geometry[2:4], geometry[6:8]
+            gather = _max_pool_backward_disjoint if _disjoint(kernel_size, stride, dilation) \
+                else _max_pool_backward_gather
             blocks, threads = launch(dx.size)
-            _max_pool_backward_gather[blocks, threads](dx.size, grad_out.buffer, argmax.buffer,
-                                                       dx.buffer, h, w, oh, ow, *geometry)
+            gather[blocks, threads](dx.size, grad_out.buffer, argmax.buffer, dx.buffer, h, w, oh,
+                                    ow, *geometry)
         return dx
     dx64 = zeros(tuple(x_shape), np.float64)
     if grad_out.size:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
 from ..reference.nn_kernels import check_cross_entropy_reduction, check_gelu_approximate
 from .deferred_checks import report_bad_value, take_slot
@@ -128,7 +128,7 @@ def _cross_entropy_rows(logits, log_probs, targets, losses, rows, classes, ignor
     # is the second).
     scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
     t = cuda.threadIdx.x
-    total, kept = 0.0, 0.0
+    total, kept = float64(0.0), 0.0  # (float64: a bare 0.0 adds in float32 on the simulator)
     for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
         base = row * classes
         _softmax_row(logits, log_probs, base, classes, True, scratch)

@@ -75,8 +75,9 @@ def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes)
     np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axes))
 
 
-@pytest.mark.parametrize("stride", [2, 1])
-def test_max_pool_backward_is_one_gather_whether_windows_overlap_or_not(counter, stride):
+@pytest.mark.parametrize("stride, gather", [(2, "_max_pool_backward_disjoint"),
+                                            (1, "_max_pool_backward_gather")])
+def test_max_pool_backward_is_one_gather_whether_windows_overlap_or_not(counter, stride, gather):
     # (Overlapping windows were a zero-fill, float64 atomic adds and a cast: three launches.)
     from minidl.backend import get_backend
     be = get_backend("cuda")
@@ -84,7 +85,7 @@ def test_max_pool_backward_is_one_gather_whether_windows_overlap_or_not(counter,
     out, argmax = be.max_pool2d_forward(x, (2, 2), (stride, stride), (0, 0), (1, 1), False)
     counter.launches.clear()
     be.max_pool2d_backward(be.ones(out.shape, np.float32), argmax, x.shape)
-    assert counter.launches == {"_fill": 1, "_max_pool_backward_gather": 1}, counter.launches
+    assert counter.launches == {"_fill": 1, gather: 1}, counter.launches
 
 
 @pytest.mark.parametrize("reduction, backward_launches", [("mean", 2), ("sum", 1)])
