@@ -13,7 +13,9 @@ count, so this script counts it on whatever runs the CUDA backend (numba's simul
 * with ``--ptx``, per kernel, from the PTX that numba's real CUDA compiler (NVVM) produces
   without a GPU (compile-only mode of ``scripts/check_cuda_compile.py``): registers, static
   shared memory and local-memory spills as ``ptxas -v`` reports them (when NVIDIA's ``ptxas`` is
-  on the PATH), and the vector loads (``ld.*.v2``/``.v4``) in the PTX.
+  on the PATH), the vector loads (``ld.*.v2``/``.v4``) and the integer divisions and
+  remainders (``div``/``rem`` on integers: a GPU has no divider, each is a long instruction
+  sequence) in the PTX.
 
 Kernel launches are counted by wrapping numba's launch entry points (the simulator's
 ``FakeCUDAKernel.__call__``, the GPU dispatcher's ``call``), so nothing in minidl carries
@@ -168,11 +170,17 @@ class KernelReport:
     shared_bytes: int | None
     spill_bytes: int | None
     vector_loads: int
+    integer_divisions: int = 0
 
 
 def vector_loads(ptx: str) -> int:
     """Vector load instructions (``ld.global.v4.f32`` ...) in ``ptx``."""
     return len(re.findall(r"\bld(?:\.\w+)*\.v[24]\b", ptx))
+
+
+def integer_divisions(ptx: str) -> int:
+    """Integer division and remainder instructions (``div.u32``, ``rem.s64`` ...) in ``ptx``."""
+    return len(re.findall(r"\b(?:div|rem)\.[su]\d+\b", ptx))
 
 
 def ptxas_usage(ptx: str, ptxas: str) -> tuple:
@@ -225,24 +233,26 @@ def compile_kernels_to_ptx() -> list:
     for name, variants in sorted(ptx_by_kernel.items()):
         for ptx in variants.values():
             usage = ptxas_usage(ptx, ptxas) if ptxas else (None, None, None)
-            reports.append(KernelReport(name, *usage, vector_loads(ptx)))
+            reports.append(KernelReport(name, *usage, vector_loads(ptx),
+                                        integer_divisions(ptx)))
     return reports
 
 
 def print_kernel_reports(reports: list) -> None:
     print(f"\nKernels of both training steps, compiled for {PTX_ARCH} (one row per "
           f"specialisation)")
-    print(f"  {'kernel':<28} {'registers':>9} {'smem B':>7} {'spill B':>7} {'vec loads':>9}")
+    print(f"  {'kernel':<28} {'registers':>9} {'smem B':>7} {'spill B':>7} {'vec loads':>9} "
+          f"{'int div':>7}")
 
     def shown(value):
         return "-" if value is None else str(value)
     # Specialisations that compile alike (other dtypes of the same size) are shown once.
     rows = collections.Counter((r.name, r.registers, r.shared_bytes, r.spill_bytes,
-                                r.vector_loads) for r in reports)
-    for (name, registers, shared, spills, vectors), times in rows.items():
+                                r.vector_loads, r.integer_divisions) for r in reports)
+    for (name, registers, shared, spills, vectors, divisions), times in rows.items():
         label = name if times == 1 else f"{name} (x{times})"
         print(f"  {label:<28} {shown(registers):>9} {shown(shared):>7} {shown(spills):>7} "
-              f"{vectors:>9}")
+              f"{vectors:>9} {divisions:>7}")
     if reports and reports[0].registers is None:
         print("  (ptxas is not on the PATH: registers, shared memory and spills not reported)")
 

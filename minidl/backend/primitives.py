@@ -449,17 +449,22 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
+    def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing,
+                                      reduction="none"):
         """``(losses, log_probs)``: per-row cross-entropy of logits (N, C) against int64 class
-        targets (N,), 0 on rows whose target is ``ignore_index``. ``ValueError`` naming the first
-        other target outside [0, C); a device backend may raise it at its next synchronisation
+        targets (N,), 0 on rows whose target is ``ignore_index``; with ``reduction`` "sum" or
+        "mean" ``losses`` is 0-d: their sum, or their mean over the rows not ignored (nan when
+        all are, as PyTorch). ``ValueError`` naming the first other target outside [0, C) (or an
+        unknown reduction); a device backend may raise the target's at its next synchronisation
         instead (CUDA does: reading the check back at once would stall every step)."""
         raise NotImplementedError
 
     @staticmethod
     def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
-                                       label_smoothing):
-        """d losses / d logits scaled by ``grad_losses`` (N,): softmax - target distribution."""
+                                       label_smoothing, reduction="none"):
+        """d losses / d logits scaled by ``grad_losses``: softmax - target distribution.
+        ``grad_losses`` is (N,) for ``reduction`` "none", else 0-d, the gradient of the sum or
+        of the mean (divided by the count of rows not ignored, at least 1)."""
         raise NotImplementedError
 
     @staticmethod

@@ -83,32 +83,18 @@ class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
     """
 
     def forward(self, logits, targets, ignore_index, label_smoothing, reduction):
-        be = self.backend
+        # The reduction happens inside the primitive: PyTorch's mean divides by the number of
+        # targets that are not ignored, a count that stays on the device (reading it would wait
+        # for the device), and a device backend sums, counts and divides in its own kernels.
         self.targets, self.ignore_index, self.smoothing = targets, ignore_index, label_smoothing
         self.reduction = reduction
-        losses, self.log_probs = be.softmax_cross_entropy_forward(logits, targets, ignore_index,
-                                                                  label_smoothing)
-        if reduction == "none":
-            return losses
-        total = be.sum(losses)
-        if reduction == "sum":
-            return total
-        # PyTorch's mean divides by the number of targets that are not ignored. The count stays
-        # on the device (reading it would wait for the device); with every target ignored the
-        # mean is nan, as PyTorch's (divided by nan rather than 0: the same nan, no warning).
-        self.count = be.sum(be.astype(composed.not_equal(be, targets, ignore_index), logits.dtype))
-        return be.div(total, be.where(composed.greater(be, self.count, 0), self.count, np.nan))
+        loss, self.log_probs = self.backend.softmax_cross_entropy_forward(
+            logits, targets, ignore_index, label_smoothing, reduction)
+        return loss
 
     def backward(self, grad):
-        be = self.backend
-        n = self.targets.shape[0]
-        if self.reduction == "none":
-            per_sample = grad
-        else:
-            scale = grad if self.reduction == "sum" else be.div(grad, be.maximum(self.count, 1))
-            per_sample = be.broadcast_to(scale, (n,))
-        return be.softmax_cross_entropy_backward(per_sample, self.log_probs, self.targets,
-                                                 self.ignore_index, self.smoothing)
+        return self.backend.softmax_cross_entropy_backward(
+            grad, self.log_probs, self.targets, self.ignore_index, self.smoothing, self.reduction)
 
     def composed(self, logits, *_):
         # loss_i = (1 - ε)·(-log p_i[t_i]) + ε/C·Σ_c(-log p_i[c]), 0 where t_i is ignored.
@@ -128,7 +114,8 @@ class SoftmaxCrossEntropyFunction(ReadsInputsWhenRecorded, Function):
         total = losses.sum()
         if self.reduction == "sum":
             return total
-        return total / Tensor._wrap(be.maximum(self.count, 1), logits.device)
+        count = be.sum(be.astype(keep, logits.dtype))
+        return total / Tensor._wrap(be.maximum(count, 1), logits.device)
 
 
 def cross_entropy(logits: Tensor, targets, weight=None, *, ignore_index: int = -100,

@@ -64,6 +64,27 @@ def test_cross_entropy_gives_the_one_thread_bits(threshold, smoothing):
         row_threads.softmax_cross_entropy_forward(logits, np.full(11, 7), -100, smoothing)
 
 
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_reduced_cross_entropy_reduces_the_rows_as_the_reference(threshold, reduction):
+    # The sum or mean is the reference's reduction of the per-row losses, so the CPU's result
+    # keeps its bits whether the reduction happens inside the primitive or after it.
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((11, 5)) * 3).astype(np.float32)
+    targets = rng.integers(0, 5, 11)
+    targets[::4] = -100
+    losses, log_probs = row_threads.softmax_cross_entropy_forward(logits, targets, -100, 0.1)
+    loss, _ = row_threads.softmax_cross_entropy_forward(logits, targets, -100, 0.1, reduction)
+    np.testing.assert_array_equal(loss, ref.reduce_cross_entropy(losses, targets, -100,
+                                                                 reduction))
+    grad = np.float32(0.5)
+    np.testing.assert_array_equal(
+        row_threads.softmax_cross_entropy_backward(grad, log_probs, targets, -100, 0.1,
+                                                   reduction),
+        row_threads.softmax_cross_entropy_backward(
+            ref.cross_entropy_row_grads(grad, targets, -100, reduction, np.float32), log_probs,
+            targets, -100, 0.1))
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_forward_gives_the_one_thread_bits(threshold, affine):
     rng = np.random.default_rng(1)

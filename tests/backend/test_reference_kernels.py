@@ -306,6 +306,25 @@ def test_cross_entropy_matches_definition():
     assert losses[1] == 0.0
 
 
+def test_cross_entropy_sums_or_averages_over_the_rows_not_ignored():
+    logits = np.array([[2.0, 0.5, -1.0], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
+    targets = np.array([0, -100, 2])
+    losses, log_probs = ref.softmax_cross_entropy_forward(logits, targets, -100, 0.0)
+    total, _ = ref.softmax_cross_entropy_forward(logits, targets, -100, 0.0, "sum")
+    mean, _ = ref.softmax_cross_entropy_forward(logits, targets, -100, 0.0, "mean")
+    assert total == losses.sum() and mean == losses.sum() / 2  # PyTorch's mean: 2 kept rows
+    grad = ref.softmax_cross_entropy_backward(np.float64(3.0), log_probs, targets, -100, 0.0,
+                                              "mean")
+    np.testing.assert_array_equal(grad, ref.softmax_cross_entropy_backward(
+        np.full(3, 1.5), log_probs, targets, -100, 0.0))
+    nothing = np.full(3, -100)  # nothing kept: the mean is nan, its gradient 0
+    assert np.isnan(ref.softmax_cross_entropy_forward(logits, nothing, -100, 0.0, "mean")[0])
+    assert not ref.softmax_cross_entropy_backward(np.float64(1.0), log_probs, nothing, -100,
+                                                  0.0, "mean").any()
+    with pytest.raises(ValueError, match="reduction must be 'none', 'sum' or 'mean', got 'avg'"):
+        ref.softmax_cross_entropy_forward(logits, targets, -100, 0.0, "avg")
+
+
 def test_cross_entropy_backward_matches_finite_differences():
     rng = np.random.default_rng(4)
     logits = rng.standard_normal((5, 4)) * 2

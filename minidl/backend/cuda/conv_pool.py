@@ -5,7 +5,8 @@ it, so no two threads write the same address and no atomics are needed. The adjo
 the pooling backward passes) are written the same way, from the input's side: a pixel loops over
 the kernel taps that could have read it and sums their gradients in a fixed order, the order the
 reference accumulates them in. Results are therefore deterministic, and equal the reference
-wherever the additions are exact. Max pooling's backward is the exception, explained there.
+wherever the additions are exact. Max pooling's backward gathers too, given the windows its
+forward pass recorded; an argmax from elsewhere is the exception, explained there.
 
 Shapes and sizes are worked out on the host with the reference's own functions
 (:func:`~minidl.backend.reference.pool.pool_output_size`, PyTorch's rules).
@@ -14,7 +15,7 @@ Shapes and sizes are worked out on the host with the reference's own functions
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
 from ..conv_arithmetic import conv_output_size
 from ..reference.pool import pool_output_size
@@ -140,11 +141,37 @@ def _max_pool_backward_disjoint(count, grad, argmax, dx, h, w, oh, ow, kh, kw, s
         dx[e] = value
 
 
-class PoolArgmax(DeviceArray):
-    """:func:`max_pool2d_forward`'s argmax, remembering the windows' geometry when no two
-    windows overlap, so the backward pass can gather instead of adding atomically."""
+@cuda.jit
+def _max_pool_backward_gather(count, grad, argmax, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                              dh, dw):
+    # Each input cell gathers the gradients of the windows it won. The windows that can hold
+    # row y are those with oy·sh - ph + i·dh = y for a tap i < kh (likewise for columns): at
+    # most one when windows do not overlap, a few when they do. The sum runs in float64 in a
+    # fixed order (taps, then columns) and is rounded once: deterministic, and the reference's
+    # float64 sum of the same few terms.
+    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
+        plane, y, z = e // (h * w), (e // w) % h, e % w
+        cell = y * w + z
+        total = float64(0.0)  # (a bare 0.0 would add in float32 on the simulator, NumPy's rule)
+        for i in range(kh):
+            ty = y + ph - i * dh
+            if ty < 0 or ty % sh != 0 or ty // sh >= oh:
+                continue
+            for j in range(kw):
+                tz = z + pw - j * dw
+                if tz < 0 or tz % sw != 0 or tz // sw >= ow:
+                    continue
+                window = plane * oh * ow + (ty // sh) * ow + tz // sw
+                if argmax[window] == cell:
+                    total += grad[window]
+        dx[e] = total
 
-    __slots__ = ("disjoint_geometry",)
+
+class PoolArgmax(DeviceArray):
+    """:func:`max_pool2d_forward`'s argmax, remembering the windows' geometry, so the backward
+    pass can gather each cell's gradient instead of adding window gradients atomically."""
+
+    __slots__ = ("geometry",)
 
 
 def _disjoint(kernel_size, stride, dilation) -> bool:
@@ -160,9 +187,7 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     out = empty((n, c, oh, ow), x.dtype)
     positions = empty((n, c, oh, ow), np.int64)
     argmax = PoolArgmax(positions.buffer, positions.shape, positions.dtype)
-    argmax.disjoint_geometry = (tuple(kernel_size) + tuple(stride) + tuple(padding)
-                                + tuple(dilation)) if _disjoint(kernel_size, stride,
-                                                                dilation) else None
+    argmax.geometry = tuple(kernel_size) + tuple(stride) + tuple(padding) + tuple(dilation)
     if out.size:
         blocks, threads = launch(out.size)
         lowest = x.dtype.type(-np.inf) if x.dtype.kind == "f" else np.iinfo(x.dtype).min
@@ -172,22 +197,27 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def max_pool2d_backward(grad_out, argmax, x_shape):
-    """Each window's gradient is added to the cell that won it. Without overlap (the forward
-    pass recorded it) every cell gathers its one window's gradient or 0: one launch, no
-    atomics, exact. Overlapping windows can share a winner, so there the adds are atomic, into
-    float64: the few float32 terms a cell receives add up exactly there whatever order the
-    threads arrive in, so the result is deterministic (and, rounded once, equals the
+    """Each window's gradient goes to the cell that won it. With the windows' geometry (an
+    argmax from :func:`max_pool2d_forward`) every cell gathers its windows' gradients: one
+    launch, no atomics, deterministic. An argmax without it (made elsewhere, say copied from the
+    host) is scattered instead: atomic adds into float64, where the few float32 terms a cell
+    receives add up exactly whatever order the threads arrive in, rounded once (the
     reference's float64 bincount)."""
     from .movement import astype, zeros
     n, c, h, w = x_shape
     oh, ow = grad_out.shape[2:]
-    geometry = getattr(argmax, "disjoint_geometry", None)
+    geometry = getattr(argmax, "geometry", None)
     if geometry is not None:
         dx = empty(tuple(x_shape), grad_out.dtype)
         if dx.size:
+            # Without overlap a cell finds its one window directly, with less integer work
+            # than trying every tap.
+            kernel_size, stride, dilation = geometry[0:2], geometry[2:4], geometry[6:8]
+            gather = _max_pool_backward_disjoint if _disjoint(kernel_size, stride, dilation) \
+                else _max_pool_backward_gather
             blocks, threads = launch(dx.size)
-            _max_pool_backward_disjoint[blocks, threads](dx.size, grad_out.buffer, argmax.buffer,
-                                                         dx.buffer, h, w, oh, ow, *geometry)
+            gather[blocks, threads](dx.size, grad_out.buffer, argmax.buffer, dx.buffer, h, w, oh,
+                                    ow, *geometry)
         return dx
     dx64 = zeros(tuple(x_shape), np.float64)
     if grad_out.size:

@@ -2,8 +2,10 @@
 
 Each operation is written once, as a plain Python function of scalars (``add(a, b)``); numba
 compiles it as a CUDA device function and :func:`_binary_kernels` / :func:`_unary_kernel` wrap
-it in a kernel that walks the output and reads each operand through its broadcast strides. So
-broadcasting is handled once, in the kernel templates, and a new operation is three lines.
+it in a kernel that walks the output and reads each operand in place: at the output's own index
+when it has the output's shape, else through its broadcast strides, collapsed and walked with
+32-bit arithmetic and no division (:mod:`.broadcast_index`). So broadcasting is handled once, in
+the kernel templates, and a new operation is three lines.
 
 Dtypes follow NumPy exactly: the result dtype of an operation is what NumPy gives for one
 element of each operand (Python scalars stay weak, so ``float32 * 0.5`` is float32); operands are
@@ -20,12 +22,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, uint32, uint64
 
 from ..primitives import check_math_function
-from .device import (
-    DeviceArray, broadcast_strides, empty, launch, padded, strided_offset,
-)
+from .broadcast_index import broadcast_walk, walk_offset
+from .device import DeviceArray, broadcast_strides, empty, launch
 
 _INF = math.inf
 _NAN = math.nan
@@ -256,6 +257,12 @@ def less(a, b):
 
 
 # -- kernel templates ------------------------------------------------------------------------------
+#
+# Two walks over the output. The flat kernels serve operands already of the output's shape (and
+# scalars): element i of each is at i, so the loop is a load, the math and a store, with an
+# unsigned index (numba would otherwise test every signed index for wrapping around) and a
+# ``while`` (a ``range`` with a step divides once to count its trips). The broadcast kernels read
+# each operand through the 32-bit walk of :mod:`.broadcast_index`: collapsed axes, no division.
 
 _kernels: dict = {}
 
@@ -267,8 +274,10 @@ def _unary_kernel(fn):
 
     @cuda.jit
     def kernel(out, count, a):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        i, end = uint64(cuda.grid(1)), uint64(count)
+        while i < end:
             out[i] = scalar(a[i])
+            i += uint64(cuda.gridsize(1))
 
     _kernels[fn] = kernel
     return kernel
@@ -276,56 +285,77 @@ def _unary_kernel(fn):
 
 def _binary_kernels(fn):
     """Kernels for ``fn(a, b)``: both operands arrays, or one of them a scalar argument; each
-    in a broadcasting form and a flat form for operands already of the output's shape.
-
-    The flat forms matter on a GPU: turning a flat index into a strided offset costs a 64-bit
-    division and remainder per axis, far more than the arithmetic of most operations."""
+    in a broadcasting form (the 32-bit walk) and a flat form for operands already of the
+    output's shape."""
     if fn in _kernels:
         return _kernels[fn]
     scalar = cuda.jit(device=True)(fn)
 
     @cuda.jit
-    def arrays(out, count, shape, a, a_strides, b, b_strides):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-            out[i] = scalar(a[strided_offset(i, shape, a_strides, 0)],
-                            b[strided_offset(i, shape, b_strides, 0)])
+    def arrays(out, count, sizes, magics, shifts, a, a_strides, b, b_strides):
+        i = uint32(cuda.grid(1))
+        while i < count:
+            out[i] = scalar(a[walk_offset(i, sizes, magics, shifts, a_strides)],
+                            b[walk_offset(i, sizes, magics, shifts, b_strides)])
+            i = uint32(i + cuda.gridsize(1))
 
     @cuda.jit
-    def scalar_b(out, count, shape, a, a_strides, b):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-            out[i] = scalar(a[strided_offset(i, shape, a_strides, 0)], b)
+    def scalar_b(out, count, sizes, magics, shifts, a, a_strides, b):
+        i = uint32(cuda.grid(1))
+        while i < count:
+            out[i] = scalar(a[walk_offset(i, sizes, magics, shifts, a_strides)], b)
+            i = uint32(i + cuda.gridsize(1))
 
     @cuda.jit
-    def scalar_a(out, count, shape, a, b, b_strides):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-            out[i] = scalar(a, b[strided_offset(i, shape, b_strides, 0)])
+    def scalar_a(out, count, sizes, magics, shifts, a, b, b_strides):
+        i = uint32(cuda.grid(1))
+        while i < count:
+            out[i] = scalar(a, b[walk_offset(i, sizes, magics, shifts, b_strides)])
+            i = uint32(i + cuda.gridsize(1))
 
     @cuda.jit
     def flat_arrays(out, count, a, b):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        i, end = uint64(cuda.grid(1)), uint64(count)
+        while i < end:
             out[i] = scalar(a[i], b[i])
+            i += uint64(cuda.gridsize(1))
 
     @cuda.jit
     def flat_scalar_b(out, count, a, b):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        i, end = uint64(cuda.grid(1)), uint64(count)
+        while i < end:
             out[i] = scalar(a[i], b)
+            i += uint64(cuda.gridsize(1))
 
     @cuda.jit
     def flat_scalar_a(out, count, a, b):
-        for i in range(cuda.grid(1), count, cuda.gridsize(1)):
+        i, end = uint64(cuda.grid(1)), uint64(count)
+        while i < end:
             out[i] = scalar(a, b[i])
+            i += uint64(cuda.gridsize(1))
 
     _kernels[fn] = (arrays, scalar_b, scalar_a, flat_arrays, flat_scalar_b, flat_scalar_a)
     return _kernels[fn]
 
 
 @cuda.jit
-def _ternary_kernel(out, count, shape, c, c_strides, a, a_strides, b, b_strides):
-    for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-        if c[strided_offset(i, shape, c_strides, 0)]:
-            out[i] = a[strided_offset(i, shape, a_strides, 0)]
+def _ternary_kernel(out, count, sizes, magics, shifts, c, c_strides, a, a_strides, b,
+                    b_strides):
+    i = uint32(cuda.grid(1))
+    while i < count:
+        if c[walk_offset(i, sizes, magics, shifts, c_strides)]:
+            out[i] = a[walk_offset(i, sizes, magics, shifts, a_strides)]
         else:
-            out[i] = b[strided_offset(i, shape, b_strides, 0)]
+            out[i] = b[walk_offset(i, sizes, magics, shifts, b_strides)]
+        i = uint32(i + cuda.gridsize(1))
+
+
+@cuda.jit
+def _ternary_flat(out, count, c, a, b):
+    i, end = uint64(cuda.grid(1)), uint64(count)
+    while i < end:
+        out[i] = a[i] if c[i] else b[i]
+        i += uint64(cuda.gridsize(1))
 
 
 # -- dtypes and operands ---------------------------------------------------------------------------
@@ -363,8 +393,19 @@ def _output_shape(*operands) -> tuple:
                          f"{' '.join(map(str, shapes))}") from None
 
 
-def _strides(array, shape):
-    return padded(broadcast_strides(array.shape, shape), 0)
+def _walk(shape, operands):
+    """The 32-bit broadcast walk over ``shape`` of the array ``operands`` (a tuple per operand
+    after ``sizes, magics, shifts``), or ``None`` past 2**31 elements."""
+    return broadcast_walk(shape, *(broadcast_strides(v.shape, shape) for v in operands))
+
+
+def _of_shape(value, shape):
+    """An array operand as a contiguous array of ``shape`` (the 64-bit path for arrays of 2**31
+    elements or more: the broadcast copy indexes in 64 bits, the flat kernels need no index)."""
+    if not _is_array(value) or value.shape == shape:
+        return value
+    from .movement import broadcast_to
+    return broadcast_to(value, shape)
 
 
 def unary(fn, a, out_dtype, compute_dtype=None):
@@ -385,24 +426,27 @@ def binary(fn, a, b, out_dtype, compute_dtype):
     shape = _output_shape(a, b)
     a, b = _as(a, compute_dtype), _as(b, compute_dtype)
     out = empty(shape, out_dtype)
-    if out.size:
-        arrays, scalar_b, scalar_a, flat_arrays, flat_scalar_b, flat_scalar_a = \
-            _binary_kernels(fn)
-        blocks, threads = launch(out.size)
-        if all(v.shape == shape for v in (a, b) if _is_array(v)):
-            kernel = flat_arrays if _is_array(a) and _is_array(b) else \
-                flat_scalar_b if _is_array(a) else flat_scalar_a
-            kernel[blocks, threads](out.buffer, out.size, a.buffer if _is_array(a) else a,
-                                    b.buffer if _is_array(b) else b)
-            return out
-        common = (out.buffer, out.size, padded(shape, 1))
-        if _is_array(a) and _is_array(b):
-            arrays[blocks, threads](*common, a.buffer, _strides(a, shape), b.buffer,
-                                    _strides(b, shape))
-        elif _is_array(a):
-            scalar_b[blocks, threads](*common, a.buffer, _strides(a, shape), b)
-        else:
-            scalar_a[blocks, threads](*common, a, b.buffer, _strides(b, shape))
+    if not out.size:
+        return out
+    arrays, scalar_b, scalar_a, flat_arrays, flat_scalar_b, flat_scalar_a = _binary_kernels(fn)
+    blocks, threads = launch(out.size)
+    operands = [v for v in (a, b) if _is_array(v)]
+    walk = None if all(v.shape == shape for v in operands) else _walk(shape, operands)
+    if walk is None:
+        a, b = _of_shape(a, shape), _of_shape(b, shape)
+        kernel = flat_arrays if _is_array(a) and _is_array(b) else \
+            flat_scalar_b if _is_array(a) else flat_scalar_a
+        kernel[blocks, threads](out.buffer, out.size, a.buffer if _is_array(a) else a,
+                                b.buffer if _is_array(b) else b)
+        return out
+    sizes_magics_shifts, strides = walk[:3], walk[3:]
+    common = (out.buffer, np.uint32(out.size)) + sizes_magics_shifts
+    if _is_array(a) and _is_array(b):
+        arrays[blocks, threads](*common, a.buffer, strides[0], b.buffer, strides[1])
+    elif _is_array(a):
+        scalar_b[blocks, threads](*common, a.buffer, strides[0], b)
+    else:
+        scalar_a[blocks, threads](*common, a, b.buffer, strides[0])
     return out
 
 
@@ -451,8 +495,14 @@ def where(condition, a, b):
     out = empty(shape, dtype)
     if out.size:
         blocks, threads = launch(out.size)
-        _ternary_kernel[blocks, threads](out.buffer, out.size, padded(shape, 1),
-                                         condition.buffer, _strides(condition, shape),
-                                         a.buffer, _strides(a, shape), b.buffer,
-                                         _strides(b, shape))
+        walk = None if all(v.shape == shape for v in (condition, a, b)) else \
+            _walk(shape, (condition, a, b))
+        if walk is None:
+            condition, a, b = (_of_shape(v, shape) for v in (condition, a, b))
+            _ternary_flat[blocks, threads](out.buffer, out.size, condition.buffer, a.buffer,
+                                           b.buffer)
+        else:
+            _ternary_kernel[blocks, threads](out.buffer, np.uint32(out.size), *walk[:3],
+                                             condition.buffer, walk[3], a.buffer, walk[4],
+                                             b.buffer, walk[5])
     return out

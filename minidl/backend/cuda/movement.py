@@ -1,7 +1,9 @@
 """Creation, copies, views and indexing on the device.
 
 Nearly everything here is one kernel, :func:`_copy_strided`: it walks a shape and copies element
-by element from one strided view to another, converting the dtype on the way. A transpose is a
+by element from one strided view to another, converting the dtype on the way (with 32-bit
+offsets and no integer division, as the elementwise kernels walk broadcasts:
+:mod:`.broadcast_index`). A transpose is a
 copy with permuted source strides, a broadcast one with zero strides, a slice one with an offset
 and scaled strides, a concatenation one copy per input into its slab of the output, a cast a
 copy between dtypes.
@@ -18,9 +20,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, uint32, uint64
 
 from .allocator import allocate
+from .broadcast_index import broadcast_walk, walk_offset
 from .deferred_checks import take_slot
 from .device import (
     DeviceArray, contiguous_strides, empty, launch, padded, read_flag, strided_offset,
@@ -29,26 +32,46 @@ from .device import (
 
 
 @cuda.jit
-def _copy_strided(count, shape, dst, dst_offset, dst_strides, src, src_offset, src_strides):
+def _copy_strided(count, sizes, magics, shifts, dst, dst_offset, dst_strides, src, src_offset,
+                  src_strides):
+    # Both views walked with 32-bit offsets and no division (see .broadcast_index).
+    i = uint32(cuda.grid(1))
+    while i < count:
+        dst[dst_offset + walk_offset(i, sizes, magics, shifts, dst_strides)] = \
+            src[src_offset + walk_offset(i, sizes, magics, shifts, src_strides)]
+        i = uint32(i + cuda.gridsize(1))
+
+
+@cuda.jit
+def _copy_strided_64(count, shape, dst, dst_offset, dst_strides, src, src_offset, src_strides):
+    # Views of 2**31 elements or more: 64-bit offsets, a division per axis.
     for i in range(cuda.grid(1), count, cuda.gridsize(1)):
         dst[strided_offset(i, shape, dst_strides, dst_offset)] = \
             src[strided_offset(i, shape, src_strides, src_offset)]
 
 
 @cuda.jit
-def _fill_strided(count, shape, dst, dst_offset, dst_strides, value):
-    for i in range(cuda.grid(1), count, cuda.gridsize(1)):
-        dst[strided_offset(i, shape, dst_strides, dst_offset)] = value
+def _fill(out, count, value):
+    i, end = uint64(cuda.grid(1)), uint64(count)
+    while i < end:
+        out[i] = value
+        i += uint64(cuda.gridsize(1))
 
 
 def copy_view(dst, dst_offset, dst_strides, src, src_offset, src_strides, shape) -> None:
     """Copy the ``shape``-d view of ``src`` into the view of ``dst`` (buffers and strides)."""
     count = math.prod(shape)
-    if count:
-        blocks, threads = launch(count)
-        _copy_strided[blocks, threads](count, padded(shape, 1), dst, dst_offset,
-                                       padded(dst_strides, 0), src, src_offset,
-                                       padded(src_strides, 0))
+    if not count:
+        return
+    blocks, threads = launch(count)
+    walk = broadcast_walk(shape, dst_strides, src_strides, offsets=(dst_offset, src_offset))
+    if walk is None:
+        _copy_strided_64[blocks, threads](count, padded(shape, 1), dst, dst_offset,
+                                          padded(dst_strides, 0), src, src_offset,
+                                          padded(src_strides, 0))
+        return
+    _copy_strided[blocks, threads](np.uint32(count), *walk[:3], dst, np.uint32(dst_offset),
+                                   walk[3], src, np.uint32(src_offset), walk[4])
 
 
 def _contiguous_copy(src: DeviceArray, shape, src_offset, src_strides, dtype=None) -> DeviceArray:
@@ -89,9 +112,7 @@ def copy(array):
 def fill_(array, value):
     if array.size:
         blocks, threads = launch(array.size)
-        _fill_strided[blocks, threads](array.size, padded(array.shape, 1), array.buffer, 0,
-                                       padded(contiguous_strides(array.shape), 0),
-                                       array.dtype.type(value))
+        _fill[blocks, threads](array.buffer, array.size, array.dtype.type(value))
 
 
 def assign_(target, source):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64
 
-from ..reference.nn_kernels import check_gelu_approximate
+from ..reference.nn_kernels import check_cross_entropy_reduction, check_gelu_approximate
 from .deferred_checks import report_bad_value, take_slot
 from .device import empty, launch
 from .elementwise import binary, unary
@@ -58,26 +58,32 @@ def _exp(z):
     return math.exp(z)
 
 
+@cuda.jit(device=True)
+def _softmax_row(x, out, base, length, logarithm, scratch):
+    """One row's softmax (or log-softmax), by the whole block: its max, then its sum of
+    exponentials shifted by the max, then every value."""
+    t = cuda.threadIdx.x
+    peak = -math.inf
+    for i in range(t, length, REDUCE_THREADS):
+        if x[base + i] > peak:
+            peak = float(x[base + i])
+    peak = block_total(scratch, peak, True)
+    total = 0.0
+    for i in range(t, length, REDUCE_THREADS):
+        total += _exp(x[base + i] - peak)
+    total = block_total(scratch, total, False)
+    for i in range(t, length, REDUCE_THREADS):
+        if logarithm:
+            out[base + i] = x[base + i] - peak - math.log(total)
+        else:
+            out[base + i] = _exp(x[base + i] - peak) / total
+
+
 @cuda.jit
 def _softmax_rows(x, out, rows, length, logarithm):
     scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
-    t = cuda.threadIdx.x
     for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-        base = row * length
-        peak = -math.inf
-        for i in range(t, length, REDUCE_THREADS):
-            if x[base + i] > peak:
-                peak = float(x[base + i])
-        peak = block_total(scratch, peak, True)
-        total = 0.0
-        for i in range(t, length, REDUCE_THREADS):
-            total += _exp(x[base + i] - peak)
-        total = block_total(scratch, total, False)
-        for i in range(t, length, REDUCE_THREADS):
-            if logarithm:
-                out[base + i] = x[base + i] - peak - math.log(total)
-            else:
-                out[base + i] = _exp(x[base + i] - peak) / total
+        _softmax_row(x, out, row * length, length, logarithm, scratch)
 
 
 def _along_last(x, axis):
@@ -113,75 +119,162 @@ def log_softmax(x, axis):
 # -- softmax + cross-entropy -----------------------------------------------------------------------
 
 @cuda.jit
-def _cross_entropy_rows(log_probs, targets, losses, rows, classes, ignore_index, smoothing,
-                        first_bad, slot):
-    for i in range(cuda.grid(1), rows, cuda.gridsize(1)):
-        target = targets[i]
-        if target == ignore_index:
-            losses[i] = 0
-            continue
-        if target < 0 or target >= classes:
-            # Checked here, where the target is read anyway, and reported at the next
-            # synchronisation (deferred_checks); the row's loss is nan until then.
-            cuda.atomic.min(first_bad, slot, i)
-            losses[i] = math.nan
-            continue
-        loss = -(1.0 - smoothing) * log_probs[i * classes + target]
+def _cross_entropy_rows(logits, log_probs, targets, losses, rows, classes, ignore_index,
+                        smoothing, first_bad, slot, reduce, partials):
+    # A block per row: the row's log-softmax, then its loss from the log-probabilities just
+    # written. Thread 0 keeps the running sum of its block's losses and the count of its rows
+    # not ignored; with ``reduce`` it leaves them in partials[2b], partials[2b + 1]: the first
+    # level of the tree that sums the losses, at no extra launch (:func:`_cross_entropy_total`
+    # is the second).
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    total, kept = float64(0.0), 0.0  # (float64: a bare 0.0 adds in float32 on the simulator)
+    for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        base = row * classes
+        _softmax_row(logits, log_probs, base, classes, True, scratch)
+        spread = 0.0  # Σ_c log p_c, for label smoothing
         if smoothing != 0.0:
-            total = 0.0
-            for c in range(classes):
-                total += log_probs[i * classes + c]
-            loss -= smoothing / classes * total
-        losses[i] = loss
+            for c in range(t, classes, REDUCE_THREADS):
+                spread += log_probs[base + c]
+        # (block_total's barrier also makes every thread's log_probs visible to thread 0)
+        spread = block_total(scratch, spread, False)
+        if t == 0:
+            target = targets[row]
+            loss = 0.0
+            if target != ignore_index:
+                kept += 1.0
+                if target < 0 or target >= classes:
+                    # Checked here, where the target is read anyway, and reported at the next
+                    # synchronisation (deferred_checks); the row's loss is nan until then.
+                    cuda.atomic.min(first_bad, slot, row)
+                    loss = math.nan
+                else:
+                    loss = -(1.0 - smoothing) * log_probs[base + target] \
+                        - smoothing / classes * spread
+            losses[row] = loss
+            total += losses[row]  # (the rounded loss, as a sum of the losses array adds it)
+    if reduce and t == 0:
+        partials[2 * cuda.blockIdx.x] = total
+        partials[2 * cuda.blockIdx.x + 1] = kept
 
 
 @cuda.jit
-def _cross_entropy_grad(count, grad_losses, log_probs, targets, out, classes, ignore_index,
-                        smoothing):
-    for e in range(cuda.grid(1), count, cuda.gridsize(1)):
-        i, c = e // classes, e % classes
+def _cross_entropy_total(partials, blocks, mean, out):
+    # One block folds the per-block sums and counts (in a fixed order: the bits repeat) into
+    # the sum, or the mean over the rows not ignored: nan when there are none, as PyTorch's.
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    total, kept = 0.0, 0.0
+    for b in range(t, blocks, REDUCE_THREADS):
+        total += partials[2 * b]
+        kept += partials[2 * b + 1]
+    total = block_total(scratch, total, False)
+    kept = block_total(scratch, kept, False)
+    if t == 0:
+        if mean:
+            out[0] = total / kept if kept > 0 else math.nan
+        else:
+            out[0] = total
+
+
+@cuda.jit
+def _cross_entropy_mean_scale(grad, targets, rows, ignore_index, out):
+    # d mean / d loss_i = grad / (rows not ignored), the count at least 1 so that a batch with
+    # every row ignored gets a zero gradient rather than nan. One block counts the targets.
+    scratch = cuda.shared.array(REDUCE_THREADS, np.float64)
+    t = cuda.threadIdx.x
+    kept = 0.0
+    for i in range(t, rows, REDUCE_THREADS):
+        if targets[i] != ignore_index:
+            kept += 1.0
+    kept = block_total(scratch, kept, False)
+    if t == 0:
+        out[0] = grad[0] / (kept if kept > 1.0 else 1.0)
+
+
+@cuda.jit
+def _cross_entropy_grad(count, grad_losses, grad_stride, log_probs, targets, out, classes,
+                        ignore_index, smoothing):
+    # grad_stride 0 reads one gradient for every row (a reduced loss's), 1 one per row.
+    # Element e is (row i, class c). The thread divides once, for its first element and for
+    # its grid stride in rows and classes; then it steps (i, c) along without dividing.
+    e, step = cuda.grid(1), cuda.gridsize(1)
+    i, c = e // classes, e % classes
+    step_rows, step_classes = step // classes, step % classes
+    while e < count:
         target = targets[i]
         if target == ignore_index:
             out[e] = 0
-            continue
-        d = math.exp(log_probs[e]) - smoothing / classes
-        if c == target:
-            d -= 1.0 - smoothing
-        out[e] = d * grad_losses[i]
+        else:
+            d = math.exp(log_probs[e]) - smoothing / classes
+            if c == target:
+                d -= 1.0 - smoothing
+            out[e] = d * grad_losses[i * grad_stride]
+        e += step
+        i += step_rows
+        c += step_classes
+        if c >= classes:
+            c -= classes
+            i += 1
 
 
-def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing):
-    """The contract's primitive. An out-of-range target raises its ``ValueError`` at the next
-    synchronisation (a copy to the host, ``md.cuda.synchronize()``), not here: checking at once
-    would stop the host every training step (see :mod:`.deferred_checks`)."""
-    from .movement import astype
+def softmax_cross_entropy_forward(logits, targets, ignore_index, label_smoothing,
+                                  reduction="none"):
+    """The contract's primitive in one launch (a block per row: log-softmax and loss), two when
+    reduced (each block's partial sum and count, then one block sums those). An
+    out-of-range target raises its ``ValueError`` at the next synchronisation (a copy to the
+    host, ``md.cuda.synchronize()``), not here: checking at once would stop the host every
+    training step (see :mod:`.deferred_checks`)."""
+    from .movement import astype, full
+    check_cross_entropy_reduction(reduction)
     n, classes = logits.shape
     targets = astype(targets, np.int64)
-    log_probs = log_softmax(logits, 1)
+    log_probs = empty((n, classes), logits.dtype)
     losses = empty((n,), logits.dtype)
-    if n:
-        first_bad, slot = take_slot(report_bad_value(
-            targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
-                                               f"classes"))
-        blocks, threads = launch(n)
-        _cross_entropy_rows[blocks, threads](log_probs.buffer, targets.buffer, losses.buffer, n,
-                                             classes, int(ignore_index), float(label_smoothing),
-                                             first_bad, slot)
-    return losses, log_probs
+    reduce = reduction != "none"
+    if not n:
+        if not reduce:
+            return losses, log_probs
+        return full((), 0.0 if reduction == "sum" else math.nan, logits.dtype), log_probs
+    first_bad, slot = take_slot(report_bad_value(
+        targets, ValueError, lambda value: f"target {value} is out of range for {classes} "
+                                           f"classes"))
+    blocks = min(n, ROW_BLOCKS)
+    partials = empty((2 * blocks,), np.float64) if reduce else losses
+    _cross_entropy_rows[blocks, REDUCE_THREADS](logits.buffer, log_probs.buffer, targets.buffer,
+                                                losses.buffer, n, classes, int(ignore_index),
+                                                float(label_smoothing), first_bad, slot, reduce,
+                                                partials.buffer)
+    if not reduce:
+        return losses, log_probs
+    loss = empty((), logits.dtype)
+    _cross_entropy_total[1, REDUCE_THREADS](partials.buffer, blocks, reduction == "mean",
+                                            loss.buffer)
+    return loss, log_probs
 
 
 def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
-                                   label_smoothing):
+                                   label_smoothing, reduction="none"):
+    """The contract's primitive: one launch (two for a mean: the count of rows not ignored,
+    then the gradient)."""
     from .movement import astype
+    check_cross_entropy_reduction(reduction)
     n, classes = log_probs.shape
     targets = astype(targets, np.int64)
     grad_losses = astype(grad_losses, log_probs.dtype)
     out = empty(log_probs.shape, log_probs.dtype)
-    if out.size:
-        blocks, threads = launch(out.size)
-        _cross_entropy_grad[blocks, threads](out.size, grad_losses.buffer, log_probs.buffer,
-                                             targets.buffer, out.buffer, classes,
-                                             int(ignore_index), float(label_smoothing))
+    if not out.size:
+        return out
+    if reduction == "mean":
+        scale = empty((), log_probs.dtype)
+        _cross_entropy_mean_scale[1, REDUCE_THREADS](grad_losses.buffer, targets.buffer, n,
+                                                     int(ignore_index), scale.buffer)
+        grad_losses = scale
+    blocks, threads = launch(out.size)
+    _cross_entropy_grad[blocks, threads](out.size, grad_losses.buffer,
+                                         1 if reduction == "none" else 0, log_probs.buffer,
+                                         targets.buffer, out.buffer, classes,
+                                         int(ignore_index), float(label_smoothing))
     return out
 
 

@@ -13,7 +13,9 @@ move the reduced axes last with one copy). One thread block reduces one row:
 
 T is a power of two fixed when the kernel is compiled (shared arrays have compile-time sizes).
 Short rows skip the tree: one thread folds a whole row (see ``SERIAL_LENGTH``); a few long rows
-(a full sum) take two levels, a block per chunk and then a block per row (see ``FEW_ROWS``).
+(a full sum, a bias gradient's sum over batch and pixels for a few channels) take two levels, a
+block per chunk and then a block per row (see ``FEW_ROWS``), whether the rows are read in place
+or through strides.
 The order of additions is fixed by the thread layout, so results repeat bit for bit from run
 to run on the same device; they differ from NumPy's pairwise sums in the last bits.
 """
@@ -24,11 +26,11 @@ import builtins
 import math
 
 import numpy as np
-from numba import cuda, from_dtype
+from numba import cuda, from_dtype, uint32
 
-from .device import (
-    SIMULATED, DeviceArray, contiguous_strides, empty, launch, padded, strided_offset,
-)
+from . import broadcast_index
+from .broadcast_index import broadcast_walk, walk_offset
+from .device import SIMULATED, DeviceArray, contiguous_strides, empty, launch
 from .movement import astype, reshape, transpose
 
 REDUCE_THREADS = 8 if SIMULATED else 256
@@ -108,30 +110,35 @@ def _value_kernel(combine, dtype):
             out[row] = value
 
     # The same two, reading rows in place through strides: row r's element i is at
-    # offset(r over the kept axes) + offset(i over the reduced axes), so reducing leading or
-    # middle axes (a bias gradient's sum over batch and pixels) needs no transposed copy.
+    # offset(r over the kept axes) + offset(i over the reduced axes), each a 32-bit walk over
+    # collapsed axes (.broadcast_index), so reducing leading or middle axes (a bias gradient's
+    # sum over batch and pixels) needs no transposed copy and no integer division.
     @cuda.jit
-    def strided_kernel(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
-                       reduced_strides):
+    def strided_kernel(x, rows, length, parts, chunk, identity, out, kept_sizes, kept_magics,
+                       kept_shifts, kept_strides, sizes, magics, shifts, strides):
         partial = cuda.shared.array(REDUCE_THREADS, numba_type)
         t = cuda.threadIdx.x
-        for row in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            base = strided_offset(row, kept_shape, kept_strides, 0)
+        for piece in range(cuda.blockIdx.x, rows * parts, cuda.gridDim.x):
+            row, part = piece // parts, piece % parts
+            base = walk_offset(uint32(row), kept_sizes, kept_magics, kept_shifts, kept_strides)
+            end = builtins.min(length, (part + 1) * chunk)
             value = identity
-            for i in range(t, length, REDUCE_THREADS):
-                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+            for i in range(part * chunk + t, end, REDUCE_THREADS):
+                value = fold(value, x[base + walk_offset(uint32(i), sizes, magics, shifts,
+                                                         strides)])
             total = block_fold(partial, value)
             if t == 0:
-                out[row] = total
+                out[piece] = total
 
     @cuda.jit
-    def strided_serial(x, rows, length, identity, out, kept_shape, kept_strides, reduced_shape,
-                       reduced_strides):
+    def strided_serial(x, rows, length, identity, out, kept_sizes, kept_magics, kept_shifts,
+                       kept_strides, sizes, magics, shifts, strides):
         for row in range(cuda.grid(1), rows, cuda.gridsize(1)):
-            base = strided_offset(row, kept_shape, kept_strides, 0)
+            base = walk_offset(uint32(row), kept_sizes, kept_magics, kept_shifts, kept_strides)
             value = identity
             for i in range(length):
-                value = fold(value, x[strided_offset(i, reduced_shape, reduced_strides, base)])
+                value = fold(value, x[base + walk_offset(uint32(i), sizes, magics, shifts,
+                                                         strides)])
             out[row] = value
 
     _value_kernels[key] = (kernel, serial, strided_kernel, strided_serial)
@@ -233,19 +240,26 @@ def _final_shape(shape, axes, keepdims, kept_shape):
     return kept_shape
 
 
-def _strided_rows(x: DeviceArray, axes) -> tuple:
-    """(kept shape, kept strides, reduced shape, reduced strides), padded for the kernels:
-    x read as rows over its kept axes, each a run over its reduced axes, with no copy."""
+def _strided_rows(x: DeviceArray, axes):
+    """The strided kernels' walks (kept axes, then reduced axes: sizes, magics, shifts,
+    strides each): x read as rows over its kept axes, each a run over its reduced axes, with no
+    copy; ``None`` for an array of 2**31 elements or more."""
     strides = contiguous_strides(x.shape)
     kept = [a for a in range(x.ndim) if a not in axes]
-    return (padded([x.shape[a] for a in kept], 1), padded([strides[a] for a in kept], 0),
-            padded([x.shape[a] for a in axes], 1), padded([strides[a] for a in axes], 0))
+    if x.size >= broadcast_index.LIMIT_32:
+        return None
+    return (broadcast_walk([x.shape[a] for a in kept], [strides[a] for a in kept])
+            + broadcast_walk([x.shape[a] for a in axes], [strides[a] for a in axes]))
 
 
 def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
     axes = _normalize_axes(axis, x.ndim)
     source = astype(x, out_dtype)
     in_place = list(axes) == list(range(x.ndim - len(axes), x.ndim))
+    layout = () if in_place else _strided_rows(source, axes)
+    if layout is None:  # too large for 32-bit walks: move the reduced axes last, then in place
+        kept_axes = tuple(a for a in range(x.ndim) if a not in axes)
+        source, in_place, layout = transpose(source, kept_axes + axes), True, ()
     kept_shape = tuple(x.shape[a] for a in range(x.ndim) if a not in axes)
     rows, length = math.prod(kept_shape), math.prod(x.shape[a] for a in axes)
     if length == 0 and name != "sum":
@@ -255,27 +269,25 @@ def _reduce_values(name, combine, identity_of, x, axis, keepdims, out_dtype):
         identity = identity_of(np.dtype(out_dtype))
         tree, serial, strided_tree, strided_serial = _value_kernel(combine, out_dtype)
         # Reduced axes last: rows are contiguous runs. Otherwise the strided kernels.
-        layout = () if in_place else _strided_rows(source, axes)
         if length <= SERIAL_LENGTH:
             blocks, threads = launch(rows)
             (serial if in_place else strided_serial)[blocks, threads](
                 source.buffer, rows, length, identity, out.buffer, *layout)
-        elif not in_place:
-            strided_tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, identity, out.buffer, *layout)
         elif rows < FEW_ROWS and length > 2 * CHUNK:
-            # Two levels: many blocks fold a chunk each, then one block per row folds the
-            # chunks' results (in a fixed order, so the bits repeat from run to run).
+            # Two levels: many blocks fold a chunk each (rows read in place or through
+            # strides), then one block per row folds the chunks' results, which are contiguous
+            # (in a fixed order, so the bits repeat from run to run).
             parts = builtins.min(-(-length // CHUNK), MAX_CHUNKS)
             chunk = -(-length // parts)
             partials = empty((rows * parts,), out_dtype)
-            tree[builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, parts, chunk, identity, partials.buffer)
+            (tree if in_place else strided_tree)[
+                builtins.min(rows * parts, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, parts, chunk, identity, partials.buffer, *layout)
             tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
                 partials.buffer, rows, parts, 1, parts, identity, out.buffer)
         else:
-            tree[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
-                source.buffer, rows, length, 1, length, identity, out.buffer)
+            (tree if in_place else strided_tree)[builtins.min(rows, _ROW_BLOCKS), REDUCE_THREADS](
+                source.buffer, rows, length, 1, length, identity, out.buffer, *layout)
     return reshape(out, _final_shape(x.shape, axes, keepdims, kept_shape))
 
 

@@ -21,7 +21,10 @@ from numba import njit, prange
 
 from . import loading, nn_kernels
 from .conv import PARALLEL_MIN_WORK
-from ..reference.nn_kernels import check_class_targets
+from ..reference.nn_kernels import (
+    check_class_targets, check_cross_entropy_reduction, cross_entropy_row_grads,
+    reduce_cross_entropy,
+)
 from .nn_kernels import (_cross_entropy_backward_kernel, _cross_entropy_forward_kernel,
                          _layer_norm_backward_kernel, _layer_norm_forward_kernel,
                          _softmax_backward_rows, _softmax_rows, _softmax_rows_vectorised)
@@ -154,23 +157,28 @@ def softmax_backward(grad: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray
 
 
 def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int,
-                                  label_smoothing: float):
-    """:func:`.nn_kernels.softmax_cross_entropy_forward`, rows split over threads when large."""
+                                  label_smoothing: float, reduction: str = "none"):
+    """:func:`.nn_kernels.softmax_cross_entropy_forward`, rows split over threads when large;
+    the losses reduced as the reference reduces them."""
+    check_cross_entropy_reduction(reduction)
     logits = np.asarray(logits, order="C")
     if not _threaded(logits):
-        return _one_thread("softmax_cross_entropy_forward", logits)(logits, targets,
-                                                                    ignore_index, label_smoothing)
-    targets = np.asarray(targets, dtype=np.int64, order="C")
-    check_class_targets(targets, logits.shape[1], ignore_index)
-    losses, log_probs = np.empty(logits.shape[0], logits.dtype), np.empty_like(logits)
-    _cross_entropy_forward_blocks(logits, targets, int(ignore_index), float(label_smoothing),
-                                  losses, log_probs, _block_rows(logits.shape[1]))
-    return losses, log_probs
+        losses, log_probs = _one_thread("softmax_cross_entropy_forward", logits)(
+            logits, targets, ignore_index, label_smoothing)
+    else:
+        targets = np.asarray(targets, dtype=np.int64, order="C")
+        check_class_targets(targets, logits.shape[1], ignore_index)
+        losses, log_probs = np.empty(logits.shape[0], logits.dtype), np.empty_like(logits)
+        _cross_entropy_forward_blocks(logits, targets, int(ignore_index), float(label_smoothing),
+                                      losses, log_probs, _block_rows(logits.shape[1]))
+    return reduce_cross_entropy(losses, targets, ignore_index, reduction), log_probs
 
 
 def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index,
-                                   label_smoothing) -> np.ndarray:
+                                   label_smoothing, reduction: str = "none") -> np.ndarray:
     """:func:`.nn_kernels.softmax_cross_entropy_backward`, rows split over threads when large."""
+    grad_losses = cross_entropy_row_grads(grad_losses, targets, ignore_index, reduction,
+                                          np.asarray(log_probs).dtype)
     log_probs = np.asarray(log_probs, order="C")
     if not _threaded(log_probs):
         return _one_thread("softmax_cross_entropy_backward", log_probs)(

@@ -76,16 +76,60 @@ def check_class_targets(targets: np.ndarray, num_classes: int, ignore_index: int
         raise ValueError(f"target {value} is out of range for {num_classes} classes")
 
 
-def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int, label_smoothing: float):
+CROSS_ENTROPY_REDUCTIONS = ("none", "sum", "mean")
+"""What ``softmax_cross_entropy_forward`` may do with its per-row losses (PyTorch's names)."""
+
+
+def check_cross_entropy_reduction(reduction) -> None:
+    if reduction not in CROSS_ENTROPY_REDUCTIONS:
+        raise ValueError(f"softmax_cross_entropy: reduction must be 'none', 'sum' or 'mean', "
+                         f"got {reduction!r}")
+
+
+def _kept_count(targets, ignore_index, dtype):
+    """How many rows are not ignored, in the losses' floating ``dtype`` (exact below 2**24)."""
+    return np.sum(np.not_equal(targets, ignore_index).astype(dtype, copy=False), dtype=dtype)
+
+
+def reduce_cross_entropy(losses, targets, ignore_index, reduction):
+    """The per-row ``losses`` as ``reduction`` asks: themselves, their sum, or their mean over
+    the rows not ignored. With every row ignored the mean is 0/0 = nan, as PyTorch's; dividing
+    by nan instead of 0 gives the same nan without NumPy's warning."""
+    check_cross_entropy_reduction(reduction)
+    if reduction == "none":
+        return losses
+    total = np.sum(losses, dtype=losses.dtype)
+    if reduction == "sum":
+        return total
+    count = _kept_count(targets, ignore_index, losses.dtype)
+    return np.true_divide(total, np.where(np.greater(count, 0), count, np.nan))
+
+
+def cross_entropy_row_grads(grad, targets, ignore_index, reduction, dtype):
+    """The gradient reaching each row's loss from the gradient of the ``reduction``'s result:
+    grad itself per row ("none"), grad on every row ("sum"), grad / count ("mean"; the count at
+    least 1, so rows that are all ignored get 0 rather than nan)."""
+    check_cross_entropy_reduction(reduction)
+    if reduction == "none":
+        return grad
+    if reduction == "mean":
+        grad = np.true_divide(grad, np.maximum(_kept_count(targets, ignore_index, dtype), 1))
+    return np.broadcast_to(grad, (len(targets),))
+
+
+def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int,
+                                  label_smoothing: float, reduction: str = "none"):
     """Per-sample cross-entropy of ``logits`` (N, C) against class ``targets`` (N,).
 
     With label smoothing eps the target distribution is (1-eps)*onehot + eps/C, so::
 
         loss_i = -(1-eps) * logp[i, t_i] - eps/C * sum_c logp[i, c]
 
-    Rows whose target equals ``ignore_index`` get loss 0. Returns ``(losses, log_probs)``; the log
-    probabilities are kept for the backward pass.
+    Rows whose target equals ``ignore_index`` get loss 0. Returns ``(losses, log_probs)``, the
+    losses reduced as ``reduction`` asks (:func:`reduce_cross_entropy`); the log probabilities are
+    kept for the backward pass.
     """
+    check_cross_entropy_reduction(reduction)
     n, num_classes = logits.shape
     check_class_targets(targets, num_classes, ignore_index)
     log_probs = log_softmax(logits, axis=1)
@@ -96,16 +140,20 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
     losses = -(1.0 - eps) * picked
     if eps != 0.0:
         losses = losses - (eps / num_classes) * np.sum(log_probs, axis=1)
-    return np.where(kept, losses, 0).astype(logits.dtype, copy=False), log_probs
+    losses = np.where(kept, losses, 0).astype(logits.dtype, copy=False)
+    return reduce_cross_entropy(losses, targets, ignore_index, reduction), log_probs
 
 
-def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index, label_smoothing) -> np.ndarray:
-    """Gradient of the per-sample losses with respect to the logits.
+def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index, label_smoothing,
+                                   reduction: str = "none") -> np.ndarray:
+    """Gradient of the (reduced) losses with respect to the logits.
 
     d loss_i / d logits_i = softmax_i - target_distribution_i (the log-sum-exp's gradient is the
     softmax, the linear term's is the target), scaled by the incoming grad_i; ignored rows are 0.
     """
     n, num_classes = log_probs.shape
+    grad_losses = cross_entropy_row_grads(grad_losses, targets, ignore_index, reduction,
+                                          log_probs.dtype)
     eps = float(label_smoothing)
     kept = targets != ignore_index
     dlogits = np.exp(log_probs) - eps / num_classes

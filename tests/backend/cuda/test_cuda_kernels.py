@@ -286,15 +286,18 @@ def test_im2col_and_its_adjoint_col2im(geometry):
                                             (((3, 3), (2, 2), (1, 1), (1, 1), True), False)])
 def test_max_pool_backward_from_the_devices_own_argmax(pool, disjoint):
     # Windows that do not overlap (with padding, dilation gaps, ceil_mode's partial windows)
-    # take the gather path: every input cell gets its window's gradient or an exact 0.
+    # and windows that do take the gather path: every input cell sums the gradients of the
+    # windows it won (one at most without overlap), or gets an exact 0.
     from minidl.backend.cuda.conv_pool import PoolArgmax
     x = normal(2, 2, 7, 8)
     x[0, 0, :2, :2] = 1.0  # ties inside a window
+    if not disjoint:
+        x[1, 1, 2, 2] = 9.0  # one cell winning several overlapping windows
     out, argmax = REF.max_pool2d_forward(x, *pool)
     grad = normal(*out.shape)
     _, device_argmax = backend().max_pool2d_forward(up(x), *pool)
     assert isinstance(device_argmax, PoolArgmax)
-    assert (device_argmax.disjoint_geometry is not None) == disjoint
+    assert device_argmax.geometry == sum(pool[:4], ())
     np.testing.assert_array_equal(down(device_argmax), argmax)
     got = down(backend().max_pool2d_backward(up(grad), device_argmax, x.shape))
     np.testing.assert_array_equal(got, REF.max_pool2d_backward(grad, argmax, x.shape))
@@ -318,6 +321,36 @@ def test_max_and_average_pooling_forward_and_backward(pool):
                                                    include).shape)
             same("avg_pool2d_backward", grad, x.shape, kernel, stride, padding, ceil_mode,
                  include, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_softmax_cross_entropy_reduces_like_the_reference(reduction):
+    # More rows than the simulator's grid has threads: each block sums several rows, and the
+    # blocks' partial sums are summed again.
+    x = normal(50, 4)
+    targets = np.arange(50) % 4
+    targets[::7] = -100
+    grad = np.array(0.75, np.float32)
+    for smoothing in (0.0, 0.1):
+        same("softmax_cross_entropy_forward", x, targets, -100, smoothing, reduction,
+             rtol=1e-5, atol=1e-5)
+        same("softmax_cross_entropy_backward", grad, REF.log_softmax(x, 1), targets, -100,
+             smoothing, reduction, rtol=1e-5, atol=1e-6)
+    ignored = np.full(50, -100)  # no rows: the sum is 0, the mean nan; the gradient 0
+    loss, log_probs = backend().softmax_cross_entropy_forward(up(x), up(ignored), -100, 0.0,
+                                                              reduction)
+    np.testing.assert_array_equal(down(loss), REF.softmax_cross_entropy_forward(
+        x, ignored, -100, 0.0, reduction)[0])
+    np.testing.assert_array_equal(down(backend().softmax_cross_entropy_backward(
+        up(grad), log_probs, up(ignored), -100, 0.0, reduction)), np.zeros_like(x))
+    same("softmax_cross_entropy_forward", normal(0, 4), np.zeros(0, np.int64), -100, 0.0,
+         reduction, exact=True)
+
+
+def test_softmax_cross_entropy_refuses_an_unknown_reduction():
+    with pytest.raises(ValueError, match="reduction must be 'none', 'sum' or 'mean', got 'avg'"):
+        backend().softmax_cross_entropy_forward(up(normal(2, 3)), up(np.array([0, 1])), -100,
+                                                0.0, "avg")
 
 
 def test_softmax_cross_entropy_gelu_and_layer_norm():

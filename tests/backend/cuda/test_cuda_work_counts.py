@@ -8,12 +8,14 @@ between host and device and asks the driver for no memory once warm.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,21 +75,62 @@ def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes)
     np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axes))
 
 
-def test_a_full_sum_spreads_over_many_blocks_in_two_launches(counter):
-    import numpy as np
+@pytest.mark.parametrize("stride, gather", [(2, "_max_pool_backward_disjoint"),
+                                            (1, "_max_pool_backward_gather")])
+def test_max_pool_backward_is_one_gather_whether_windows_overlap_or_not(counter, stride, gather):
+    # (Overlapping windows were a zero-fill, float64 atomic adds and a cast: three launches.)
+    from minidl.backend import get_backend
+    be = get_backend("cuda")
+    x = be.from_numpy(np.arange(2 * 6 * 6, dtype=np.float32).reshape(1, 2, 6, 6) % 5)
+    out, argmax = be.max_pool2d_forward(x, (2, 2), (stride, stride), (0, 0), (1, 1), False)
+    counter.launches.clear()
+    be.max_pool2d_backward(be.full(out.shape, 1.0, np.float32), argmax, x.shape)
+    assert counter.launches == {"_fill": 1, gather: 1}, counter.launches
+
+
+@pytest.mark.parametrize("reduction, backward_launches", [("mean", 2), ("sum", 1)])
+def test_cross_entropy_reduces_inside_its_own_kernels(counter, reduction, backward_launches):
+    # log-softmax and the rows' losses with each block's partial sum, then the sum of those
+    # partials; back: (a mean's count of targets not ignored, then) the gradient.
+    logits = md.ones(20, 3).to("cuda:0").requires_grad_()
+    targets = md.tensor(np.arange(20) % 3).to("cuda:0")
+    counter.launches.clear()
+    loss = md.nn.functional.cross_entropy(logits, targets, reduction=reduction)
+    assert sum(counter.launches.values()) == 2, counter.launches
+    counter.launches.clear()
+    loss.backward()
+    assert sum(counter.launches.values()) == backward_launches + 1, counter.launches  # (+ seed)
+
+
+@pytest.mark.parametrize("axis, first_level", [(None, "kernel"), (0, "strided_kernel")])
+def test_a_sum_of_few_long_rows_spreads_over_many_blocks_in_two_launches(counter, axis,
+                                                                         first_level):
+    # A full sum, and a sum over the leading axis for two columns (a bias gradient's shape):
+    # blocks fold chunks of each row, read in place or through strides, then their results.
     from minidl.backend import get_backend
     from minidl.backend.cuda.reduction import CHUNK
     be = get_backend("cuda")
-    values = np.arange(5 * CHUNK, dtype=np.float64)
+    values = np.arange(5 * CHUNK * 2, dtype=np.float64).reshape(5 * CHUNK, 2)
     counter.launches.clear()
-    total = be.sum(be.from_numpy(values))
-    assert counter.launches == {"kernel": 2}, counter.launches  # chunks, then their results
-    assert be.to_numpy(total) == values.sum()
+    total = be.sum(be.from_numpy(values), axis=axis)
+    expected = collections.Counter({first_level: 1})
+    expected["kernel"] += 1  # the second level reads the chunks' results in place
+    assert counter.launches == expected, counter.launches
+    np.testing.assert_array_equal(be.to_numpy(total), values.sum(axis=axis))
+
+
+# Launches per warm training step, at most. The CNN's layout copies around its convolution GEMMs
+# are most of what is left above the issue's target of 40 (the GEMM would read them in place).
+LAUNCH_CEILINGS = {"cnn": 43, "mlp": 24}
 
 
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
 def test_a_warm_training_step_never_waits_copies_or_allocates(counter, model, capsys):
     counts = counter.count_training_step(model, warm_up=2, tiny=True)
+    assert counts.launches <= LAUNCH_CEILINGS[model], counts
+    # Cross-entropy's mean is taken inside its own kernels: nothing copies, fills or casts.
+    assert counts.by_kernel.get(counter.LAYOUT_COPY, 0) <= (7 if model == "cnn" else 0), counts
+    assert counts.by_kernel.get("_fill", 0) <= 1, counts  # backward()'s seed gradient
     assert counts.device_to_host_reads == 0, counts
     assert counts.host_to_device_copies == 0, counts
     assert counts.driver_allocations == 0, counts
@@ -114,6 +157,9 @@ def test_ptx_figures_are_read_from_ptxas_and_the_ptx(counter):
            "ld.global.f32 %f7, [%rd5];\n"
            "st.shared.v4.f32 [%r4], {%f1, %f2, %f3, %f4};\n")
     assert counter.vector_loads(ptx) == 2
+    ptx = ("div.u32 %r3, %r1, %r2;\nrem.s64 %rd3, %rd1, %rd2;\ndiv.rn.f32 %f3, %f1, %f2;\n"
+           "mul.hi.u32 %r4, %r1, %r2;\n")
+    assert counter.integer_divisions(ptx) == 2  # (a float division is not one)
 
 
 @pytest.mark.slow
