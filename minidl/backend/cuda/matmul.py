@@ -37,12 +37,14 @@ same kernel runs with 4 x 4 tiles of 2 x 2 patches (4 threads).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, from_dtype
 
-from .device import SIMULATED, empty
-from .movement import broadcast_to
+from ..batched_product import product_layout
+from .device import SIMULATED, contiguous_strides, empty
+from .movement import fill_, transpose
 
 if SIMULATED:
     BM, BN, BK, TM, TN = 4, 4, 4, 2, 2
@@ -56,9 +58,9 @@ _kernels: dict = {}
 
 def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
     """The GEMM for ``dtype`` and one pair of transpose flags. The flags are compile-time
-    constants: each operand's strides are then 1 or a size, the multiplications by 1 vanish and
-    the load order is fixed, so the plain product costs no more registers than before the flags
-    existed."""
+    constants: each operand's strides are then 1 or its leading dimension, the multiplications
+    by 1 vanish and the load order is fixed, so the plain product costs no more registers than
+    before the flags existed."""
     dtype = np.dtype(dtype)
     key = (dtype, transpose_a, transpose_b)
     if key in _kernels:
@@ -67,7 +69,8 @@ def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
     zero = dtype.type(0)
 
     @cuda.jit
-    def gemm(a, b, c, m, n, k, a_batch_stride, b_batch_stride, first_batch):
+    def gemm(a, b, c, m, n, k, a_ld, b_ld, c_ld, batch_shape, a_batch, b_batch, c_batch,
+             sums, a_sum, b_sum, first_batch):
         a_tile = cuda.shared.array((BM, BK), numba_type)
         b_tile = cuda.shared.array((BK, BN), numba_type)
         patch = cuda.local.array((TM, TN), numba_type)
@@ -75,16 +78,23 @@ def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
         b_row = cuda.local.array(TN, numba_type)
 
         t = cuda.threadIdx.x
-        batch = first_batch + cuda.blockIdx.z
         row0 = cuda.blockIdx.y * BM          # this block's tile of C
         col0 = cuda.blockIdx.x * BN
         patch_row = (t // (BN // TN)) * TM   # this thread's patch inside the tile
         patch_col = (t % (BN // TN)) * TN
-        a_base = batch * a_batch_stride
-        b_base = batch * b_batch_stride
+        # The block's matrices: blockIdx.z counts the batch (up to three axes, each operand
+        # with its own strides along them; a stride of 0 shares one matrix along that axis).
+        z = first_batch + cuda.blockIdx.z
+        z2 = z % batch_shape[2]
+        z = z // batch_shape[2]
+        z1 = z % batch_shape[1]
+        z0 = z // batch_shape[1]
+        a_base = z0 * a_batch[0] + z1 * a_batch[1] + z2 * a_batch[2]
+        b_base = z0 * b_batch[0] + z1 * b_batch[1] + z2 * b_batch[2]
+        c_base = z0 * c_batch[0] + z1 * c_batch[1] + z2 * c_batch[2]
         # A transposed operand is its stored matrix read column by column.
-        a_row_stride, a_column_stride = (1, m) if transpose_a else (k, 1)
-        b_row_stride, b_column_stride = (1, k) if transpose_b else (n, 1)
+        a_row_stride, a_column_stride = (1, a_ld) if transpose_a else (a_ld, 1)
+        b_row_stride, b_column_stride = (1, b_ld) if transpose_b else (b_ld, 1)
         # Neighbouring threads load neighbouring addresses: along a slab's rows when the operand
         # is stored row-major, down its columns when it is a transposed (column-major) operand.
         a_by_rows = not transpose_a
@@ -94,98 +104,185 @@ def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
             for j in range(TN):
                 patch[i, j] = zero
 
-        for k0 in range(0, k, BK):
-            # Cooperative, coalesced loads of the two slabs (zeros past the edges).
-            for e in range(t, BM * BK, GEMM_THREADS):
-                if a_by_rows:
-                    r, q = e // BK, e % BK
-                else:
-                    r, q = e % BM, e // BM
-                if row0 + r < m and k0 + q < k:
-                    a_tile[r, q] = a[a_base + (row0 + r) * a_row_stride
-                                     + (k0 + q) * a_column_stride]
-                else:
-                    a_tile[r, q] = zero
-            for e in range(t, BK * BN, GEMM_THREADS):
-                if b_by_rows:
-                    q, s = e // BN, e % BN
-                else:
-                    q, s = e % BK, e // BK
-                if k0 + q < k and col0 + s < n:
-                    b_tile[q, s] = b[b_base + (k0 + q) * b_row_stride
-                                     + (col0 + s) * b_column_stride]
-                else:
-                    b_tile[q, s] = zero
-            cuda.syncthreads()
-            for q in range(BK):
-                for i in range(TM):
-                    a_column[i] = a_tile[patch_row + i, q]
-                for j in range(TN):
-                    b_row[j] = b_tile[q, patch_col + j]
-                for i in range(TM):
+        # A summed batch axis (a convolution's images, for its weight gradient) is one more
+        # loop around k: sum_s A_s @ B_s accumulates in the same registers.
+        for s in range(sums):
+            a_start = a_base + s * a_sum
+            b_start = b_base + s * b_sum
+            for k0 in range(0, k, BK):
+                # Cooperative, coalesced loads of the two slabs (zeros past the edges).
+                for e in range(t, BM * BK, GEMM_THREADS):
+                    if a_by_rows:
+                        r, q = e // BK, e % BK
+                    else:
+                        r, q = e % BM, e // BM
+                    if row0 + r < m and k0 + q < k:
+                        a_tile[r, q] = a[a_start + (row0 + r) * a_row_stride
+                                         + (k0 + q) * a_column_stride]
+                    else:
+                        a_tile[r, q] = zero
+                for e in range(t, BK * BN, GEMM_THREADS):
+                    if b_by_rows:
+                        q, s2 = e // BN, e % BN
+                    else:
+                        q, s2 = e % BK, e // BK
+                    if k0 + q < k and col0 + s2 < n:
+                        b_tile[q, s2] = b[b_start + (k0 + q) * b_row_stride
+                                          + (col0 + s2) * b_column_stride]
+                    else:
+                        b_tile[q, s2] = zero
+                cuda.syncthreads()
+                for q in range(BK):
+                    for i in range(TM):
+                        a_column[i] = a_tile[patch_row + i, q]
                     for j in range(TN):
-                        patch[i, j] += a_column[i] * b_row[j]
-            cuda.syncthreads()
+                        b_row[j] = b_tile[q, patch_col + j]
+                    for i in range(TM):
+                        for j in range(TN):
+                            patch[i, j] += a_column[i] * b_row[j]
+                cuda.syncthreads()
 
-        c_base = batch * m * n
         for i in range(TM):
             row = row0 + patch_row + i
             if row < m:
                 for j in range(TN):
                     col = col0 + patch_col + j
                     if col < n:
-                        c[c_base + row * n + col] = patch[i, j]
+                        c[c_base + row * c_ld + col] = patch[i, j]
 
     _kernels[key] = gemm
     return gemm
 
 
-def _batched(array, batch_shape):
-    """(buffer, batch stride) of ``array`` read as ``batch`` matrices: stride 0 when it has one
-    matrix for the whole batch, else broadcast (a copy only when its batch axes differ)."""
-    matrix = array.shape[-2] * array.shape[-1]
-    own = math.prod(array.shape[:-2])
-    if own == 1:
-        return array.buffer, 0
-    if tuple(array.shape[:-2]) != tuple(batch_shape):
-        array = broadcast_to(array, tuple(batch_shape) + array.shape[-2:])
-    return array.buffer, matrix
+@dataclass
+class _Operand:
+    """A matrix operand as the kernel reads it: a flat buffer, its strides along each of the
+    product's batch axes (0 where it is shared) and its row and column strides."""
+
+    buffer: object
+    batch: list
+    rows: int
+    columns: int
+    row_stride: int
+    column_stride: int
+
+    def flipped(self) -> "_Operand":
+        """The same numbers read as the transposed matrix."""
+        return _Operand(self.buffer, self.batch, self.columns, self.rows, self.column_stride,
+                        self.row_stride)
+
+    def leading_dimension(self):
+        """(transposed, leading dimension) when one of the matrix strides is 1 (or its axis
+        has one element), as a BLAS operand; None when neither is."""
+        if self.column_stride == 1 or self.columns == 1:
+            return False, self.row_stride
+        if self.row_stride == 1 or self.rows == 1:
+            return True, self.column_stride
+        return None
 
 
-def _swap_last_two(shape) -> tuple:
-    return tuple(shape[:-2]) + (shape[-1], shape[-2])
+def _operand(array, axes, batch) -> _Operand:
+    """``array`` read through the permutation ``axes``, its batch axes aligned to ``batch``."""
+    stored = contiguous_strides(array.shape)
+    shape = [array.shape[axis] for axis in axes]
+    strides = [stored[axis] for axis in axes]
+    own = len(shape) - 2
+    batch_strides = [0] * (len(batch) - own) + [
+        stride if size != 1 else 0 for size, stride in zip(shape[:own], strides[:own])]
+    return _Operand(array.buffer, batch_strides, shape[-2], shape[-1], strides[-2], strides[-1])
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
-    if a.ndim < 2 or b.ndim < 2:
-        raise ValueError(f"matmul needs arrays of at least 2 dimensions, got shapes {a.shape} "
-                         f"and {b.shape}")
+def _result_strides(layout) -> tuple:
+    """(strides along the product's batch axes, row stride, column stride) of the result stored
+    as ``transpose(product, out_axes)``; the summed axis gets stride 0."""
+    stored = contiguous_strides(layout.shape)
+    by_axis = [0] * len(layout.out_axes)
+    for position, axis in enumerate(layout.out_axes):
+        by_axis[axis] = stored[position]
+    kept = by_axis[:-2]
+    if layout.sum_axis is not None:
+        kept.insert(layout.sum_axis, 0)
+    return kept, by_axis[-2], by_axis[-1]
+
+
+def _batch_axes(sizes, *operand_strides) -> list:
+    """The batch as (size, strides...) rows: axes of one element dropped, neighbours merged
+    where every operand steps through them as through one axis (fewer axes to decompose)."""
+    axes = []
+    for size, *strides in zip(sizes, *operand_strides):
+        if size == 1:
+            continue
+        if axes and all(outer == inner * size for outer, inner in zip(axes[-1][1:], strides)):
+            axes[-1] = (axes[-1][0] * size, *strides)
+        else:
+            axes.append((size, *strides))
+    return axes
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
+           out_axes=None, sum_axis=None):
+    layout = product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
+                            out_axes, sum_axis)
     if a.dtype != b.dtype or a.dtype.kind != "f":
         raise ValueError(f"matmul needs two arrays of the same floating dtype, got {a.dtype} "
                          f"and {b.dtype}")
-    a_shape = _swap_last_two(a.shape) if transpose_a else a.shape
-    b_shape = _swap_last_two(b.shape) if transpose_b else b.shape
-    m, k = a_shape[-2:]
-    k2, n = b_shape[-2:]
-    if k != k2:
-        raise ValueError(f"matmul: shapes {a_shape} and {b_shape} do not align ({k} != {k2})")
-    batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    batch = math.prod(batch_shape)
-    out = empty(tuple(batch_shape) + (m, n), a.dtype)
+    out = empty(layout.shape, a.dtype)
     if out.size == 0:
         return out
-    if k == 0:
-        from .movement import fill_
+    if layout.k == 0 or (layout.sum_axis is not None and layout.batch[layout.sum_axis] == 0):
         fill_(out, 0)
         return out
-    a_buffer, a_stride = _batched(a, batch_shape)
-    b_buffer, b_stride = _batched(b, batch_shape)
-    kernel = _gemm_kernel(a.dtype, bool(transpose_a), bool(transpose_b))
-    for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
-        grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))
-        kernel[grid, GEMM_THREADS](a_buffer, b_buffer, out.buffer, m, n, k, a_stride, b_stride,
-                                   first)
+    left, right = _operand(a, layout.a_axes, layout.batch), _operand(b, layout.b_axes,
+                                                                      layout.batch)
+    if left.leading_dimension() is None or right.leading_dimension() is None:
+        # An operand whose last axis went into the batch has no unit matrix stride: read a
+        # copy of it in the order asked for (the one case that copies).
+        if left.leading_dimension() is None:
+            a, a_axes, transpose_a = transpose(a, layout.a_axes), None, False
+        if right.leading_dimension() is None:
+            b, b_axes, transpose_b = transpose(b, layout.b_axes), None, False
+        return matmul(a, b, transpose_a, transpose_b, a_axes=a_axes, b_axes=b_axes,
+                      out_axes=out_axes, sum_axis=sum_axis)
+    c_batch, c_row_stride, c_column_stride = _result_strides(layout)
+    if c_column_stride != 1 and layout.n != 1:
+        if c_row_stride != 1 and layout.m != 1:
+            # The result's columns are not its fastest axis: compute C, copy it into place.
+            plain = matmul(a, b, transpose_a, transpose_b, a_axes=a_axes, b_axes=b_axes,
+                           sum_axis=sum_axis)
+            return transpose(plain, layout.out_axes)
+        # Cᵀ = Bᵀ Aᵀ: the same sums in the same order, written with a unit column stride.
+        left, right = right.flipped(), left.flipped()
+        c_row_stride = c_column_stride
+    _launch(left, right, out.buffer, c_row_stride, c_batch, list(layout.batch),
+            layout.sum_axis)
     return out
+
+
+def _launch(left, right, c, c_ld, c_batch, sizes, sum_axis) -> None:
+    """Launch the GEMM over the batch: up to three batch axes per grid, one grid per index of
+    any further (leading) axes."""
+    transpose_a, a_ld = left.leading_dimension()
+    transpose_b, b_ld = right.leading_dimension()
+    a_batch, b_batch = list(left.batch), list(right.batch)
+    sums, a_sum, b_sum = 1, 0, 0
+    if sum_axis is not None:
+        sums, a_sum, b_sum = sizes[sum_axis], a_batch[sum_axis], b_batch[sum_axis]
+        for strides in (sizes, a_batch, b_batch, c_batch):
+            del strides[sum_axis]
+    axes = _batch_axes(sizes, a_batch, b_batch, c_batch)
+    outer, axes = axes[:-3], [(1, 0, 0, 0)] * max(0, 3 - len(axes)) + axes[-3:]
+    shape = tuple(size for size, *_ in axes)
+    a_strides, b_strides, c_strides = (tuple(axis[i] for axis in axes) for i in (1, 2, 3))
+    m, n, k = left.rows, right.columns, left.columns
+    kernel = _gemm_kernel(c.dtype, transpose_a, transpose_b)
+    batch = math.prod(shape)
+    for index in np.ndindex(*(size for size, *_ in outer)):
+        a_at, b_at, c_at = (sum(i * axis[j] for i, axis in zip(index, outer)) for j in (1, 2, 3))
+        for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
+            grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))
+            kernel[grid, GEMM_THREADS](left.buffer[a_at:], right.buffer[b_at:], c[c_at:],
+                                       m, n, k, a_ld, b_ld, c_ld, shape, a_strides,
+                                       b_strides, c_strides, sums, a_sum, b_sum, first)
 
 
 __all__ = ["matmul"]

@@ -114,6 +114,33 @@ def test_gemm_reads_transposed_operands_in_place(shapes, transpose_a, transpose_
         backend().matmul(*on_device, transpose_a=not transpose_a, transpose_b=transpose_b)
 
 
+STRIDED_PRODUCTS = [
+    # a convolution's three products (2 groups, 4 images of 7 pixels, tiles' edges crossed)
+    ((2, 1, 3, 5), (2, 5, 4, 7), dict(b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3))),
+    ((2, 5, 4, 7), (4, 2, 3, 7), dict(a_axes=(0, 2, 1, 3), b_axes=(1, 0, 3, 2), sum_axis=1,
+                                      out_axes=(0, 2, 1))),
+    ((2, 1, 3, 5), (4, 2, 3, 7), dict(transpose_a=True, b_axes=(1, 0, 2, 3),
+                                      out_axes=(0, 2, 1, 3))),
+    # results stored with the batch last (a copy after), operands whose last axis is a batch
+    # axis (a copy before), four batch axes that do not merge (one grid per leading index)
+    ((2, 3, 4, 5), (5, 1), dict(out_axes=(2, 3, 0, 1))),
+    ((3, 2, 5), (3, 5, 2), dict(a_axes=(1, 0, 2), b_axes=(2, 0, 1), transpose_b=True)),
+    ((2, 3, 2, 3, 1, 5), (5, 9), dict(a_axes=(0, 2, 1, 3, 4, 5))),
+    ((3, 1, 4), (3, 1, 5), dict(sum_axis=0, transpose_a=True)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a_shape, b_shape, keywords", STRIDED_PRODUCTS)
+def test_strided_batched_gemm_matches_the_reference(a_shape, b_shape, keywords, dtype):
+    a, b = normal(*a_shape, dtype=dtype), normal(*b_shape, dtype=dtype)
+    expected = REF.matmul(a, b, **keywords)
+    product = down(backend().matmul(*up((a, b)), **keywords))
+    assert product.shape == expected.shape and product.dtype == dtype
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(product, expected, rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.slow
 def test_the_gpus_gemm_tiles_compute_the_product_on_the_simulator(monkeypatch):
     # The simulator normally runs 4x4 tiles; here the GPU's 64x64x16 tiles of 4x4 patches (256

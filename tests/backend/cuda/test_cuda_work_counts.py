@@ -59,6 +59,27 @@ def test_products_read_transposed_operands_without_layout_copies(counter):
     assert counter.launches[counter.LAYOUT_COPY] == 0, counter.launches
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_convolutions_feed_the_gemm_their_im2col_layout_without_layout_copies(counter, groups,
+                                                                             transposed):
+    # Forward, input gradient and weight gradient: three products reading the im2col columns
+    # (K, N·L) as a batch of images in place and writing (N, O, L) straight out; the weight
+    # gradient sums over the images inside the product. No (N, O, L) <-> (O, N, L) copies.
+    import numpy as np
+    from minidl.nn import functional as F
+    from minidl.ops.conv_transpose import conv_transpose2d
+    values = np.random.default_rng(0).standard_normal((3, 4, 5, 5)).astype(np.float32)
+    x = md.tensor(values).to("cuda:0").requires_grad_()
+    w = md.ones(4, 4 // groups, 3, 3).to("cuda:0").requires_grad_()
+    counter.launches.clear()
+    y = conv_transpose2d(x, w, groups=groups) if transposed else \
+        F.conv2d(x, w, padding=1, groups=groups)
+    y.backward(md.ones(*y.shape).to("cuda:0"))
+    assert counter.launches["gemm"] == 3, counter.launches
+    assert counter.launches[counter.LAYOUT_COPY] == 0, counter.launches
+
+
 @pytest.mark.parametrize("axes", [(0,), (0, 2, 3), (1, 3)])
 def test_sums_over_leading_or_middle_axes_read_the_array_in_place(counter, axes):
     # A bias gradient sums over the batch (and pixel) axes: one launch, no transposed copy.
