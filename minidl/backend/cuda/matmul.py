@@ -1,37 +1,23 @@
-"""Batched matrix product C = A @ B as a tiled GEMM in shared memory.
+"""The ``matmul`` primitive on the device: a strided batched GEMM, as cuBLAS's
+``gemmStridedBatched``.
 
-Why tiles. Computing C (M x N) from A (M x K) and B (K x N) reads each element of A N times and
-each element of B M times. Straight from global memory (the GPU's DRAM, hundreds of cycles away)
-that traffic, not the arithmetic, would set the speed. So a thread block takes a BM x BN tile of
-C and walks along K in steps of BK: at each step the block copies a BM x BK slab of A and a
-BK x BN slab of B into **shared memory** (on-chip, a few cycles away, visible to the whole block)
-once, and every thread then reads them from there many times. Each element fetched from DRAM is
-reused BN times (from A) or BM times (from B) instead of once.
+The product's operands are arrays read through permutations of their axes (the primitive's
+``transpose_*`` and ``*_axes``, worked out in :mod:`minidl.backend.batched_product`). Here each
+becomes what a BLAS routine takes: a flat buffer, a stride per batch axis (0 where one matrix is
+shared, as a 2-D weight against a batch of inputs) and, for the matrix itself, a transpose flag
+and a leading dimension. That is enough for a convolution: its im2col columns (K, N·L) read as N
+matrices (K, L) have batch stride L and leading dimension N·L, so they feed the product as they
+lie, and its (N, O, L) output is written straight from the product. A result whose columns are
+not its fastest axis is computed as Cᵀ = Bᵀ Aᵀ (the same sums in the same order); only an operand
+whose last stored axis went into the batch, or a result stored batch-last, is copied.
 
-Why each thread computes several outputs. Even shared memory has a bandwidth limit. A thread
-computing a TM x TN patch of C keeps it in registers and, per k, loads TM values of A and TN
-values of B to do TM*TN multiply-adds: the ratio of arithmetic to loads grows with the patch.
-
-Thread mapping. A block has (BM/TM) * (BN/TN) threads, numbered t. Thread t owns the patch at
-rows (t // (BN/TN)) * TM ... and columns (t % (BN/TN)) * TN ... of the block's tile. To fill the
-shared slabs the same threads are renumbered as a flat team: thread t loads slab elements t,
-t + threads, ... in row-major order, so neighbouring threads read neighbouring addresses of a
-row (coalesced loads). Two ``syncthreads`` per step: one after loading (nobody reads a slab
-before it is complete) and one after computing (nobody overwrites a slab still being read).
-Elements outside A or B load as 0, so edge tiles need no special case in the inner loop.
-
-Transposed operands. A and B are read through a row and a column stride, as BLAS's
-``transa``/``transb`` read them: ``matmul(a, b, transpose_b=True)`` reads b's stored (n x k)
-matrices column by column as the (k x n) operand, so the backward pass of a linear layer or a
-convolution never makes a transposed copy to feed the product.
-
-The grid is (ceil(N/BN), ceil(M/BM), batch): blockIdx.z selects the matrix pair (in launches of
-at most 65535, the grid's limit); a batch stride
-of 0 reuses one matrix for every batch entry (a 2-D weight against a batch of inputs).
-
-Sizes: BM = BN = 64, BK = 16, TM = TN = 4 gives 256 threads and 2 * 64 * 16 * 4 bytes = 8 KiB of
-shared memory per block (float32). On the simulator, where each thread is a Python thread, the
-same kernel runs with 4 x 4 tiles of 2 x 2 patches (4 threads).
+The kernel is :mod:`.gemm_tiles`. This side chooses its variant: the 128 x 128 tiles when the
+product has enough of them to occupy the GPU, else 64 x 64 (small or skinny products: a
+128-row tile of a 20-row product would compute mostly padding); vector loads of an operand when
+every group of 4 along its contiguous axis starts 16-byte aligned; 32-bit offsets when every
+offset inside a matrix fits. The grid is (column tiles, row tiles, batch), in launches of at most
+65535 matrices (the grid's z limit); up to three batch axes are decomposed in the kernel, any
+further leading ones get a launch per index.
 """
 
 from __future__ import annotations
@@ -40,118 +26,18 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, from_dtype
 
 from ..batched_product import product_layout
 from .device import SIMULATED, contiguous_strides, empty
+from .gemm_tiles import LARGE, SMALL, VECTOR, gemm_kernel
 from .movement import fill_, transpose
 
-if SIMULATED:
-    BM, BN, BK, TM, TN = 4, 4, 4, 2, 2
-else:
-    BM, BN, BK, TM, TN = 64, 64, 16, 4, 4
-GEMM_THREADS = (BM // TM) * (BN // TN)
 _MAX_GRID_Z = 65535
-
-_kernels: dict = {}
-
-
-def _gemm_kernel(dtype, transpose_a: bool, transpose_b: bool):
-    """The GEMM for ``dtype`` and one pair of transpose flags. The flags are compile-time
-    constants: each operand's strides are then 1 or its leading dimension, the multiplications
-    by 1 vanish and the load order is fixed, so the plain product costs no more registers than
-    before the flags existed."""
-    dtype = np.dtype(dtype)
-    key = (dtype, transpose_a, transpose_b)
-    if key in _kernels:
-        return _kernels[key]
-    numba_type = from_dtype(dtype)
-    zero = dtype.type(0)
-
-    @cuda.jit
-    def gemm(a, b, c, m, n, k, a_ld, b_ld, c_ld, batch_shape, a_batch, b_batch, c_batch,
-             sums, a_sum, b_sum, first_batch):
-        a_tile = cuda.shared.array((BM, BK), numba_type)
-        b_tile = cuda.shared.array((BK, BN), numba_type)
-        patch = cuda.local.array((TM, TN), numba_type)
-        a_column = cuda.local.array(TM, numba_type)
-        b_row = cuda.local.array(TN, numba_type)
-
-        t = cuda.threadIdx.x
-        row0 = cuda.blockIdx.y * BM          # this block's tile of C
-        col0 = cuda.blockIdx.x * BN
-        patch_row = (t // (BN // TN)) * TM   # this thread's patch inside the tile
-        patch_col = (t % (BN // TN)) * TN
-        # The block's matrices: blockIdx.z counts the batch (up to three axes, each operand
-        # with its own strides along them; a stride of 0 shares one matrix along that axis).
-        z = first_batch + cuda.blockIdx.z
-        z2 = z % batch_shape[2]
-        z = z // batch_shape[2]
-        z1 = z % batch_shape[1]
-        z0 = z // batch_shape[1]
-        a_base = z0 * a_batch[0] + z1 * a_batch[1] + z2 * a_batch[2]
-        b_base = z0 * b_batch[0] + z1 * b_batch[1] + z2 * b_batch[2]
-        c_base = z0 * c_batch[0] + z1 * c_batch[1] + z2 * c_batch[2]
-        # A transposed operand is its stored matrix read column by column.
-        a_row_stride, a_column_stride = (1, a_ld) if transpose_a else (a_ld, 1)
-        b_row_stride, b_column_stride = (1, b_ld) if transpose_b else (b_ld, 1)
-        # Neighbouring threads load neighbouring addresses: along a slab's rows when the operand
-        # is stored row-major, down its columns when it is a transposed (column-major) operand.
-        a_by_rows = not transpose_a
-        b_by_rows = not transpose_b
-
-        for i in range(TM):
-            for j in range(TN):
-                patch[i, j] = zero
-
-        # A summed batch axis (a convolution's images, for its weight gradient) is one more
-        # loop around k: sum_s A_s @ B_s accumulates in the same registers.
-        for s in range(sums):
-            a_start = a_base + s * a_sum
-            b_start = b_base + s * b_sum
-            for k0 in range(0, k, BK):
-                # Cooperative, coalesced loads of the two slabs (zeros past the edges).
-                for e in range(t, BM * BK, GEMM_THREADS):
-                    if a_by_rows:
-                        r, q = e // BK, e % BK
-                    else:
-                        r, q = e % BM, e // BM
-                    if row0 + r < m and k0 + q < k:
-                        a_tile[r, q] = a[a_start + (row0 + r) * a_row_stride
-                                         + (k0 + q) * a_column_stride]
-                    else:
-                        a_tile[r, q] = zero
-                for e in range(t, BK * BN, GEMM_THREADS):
-                    if b_by_rows:
-                        q, s2 = e // BN, e % BN
-                    else:
-                        q, s2 = e % BK, e // BK
-                    if k0 + q < k and col0 + s2 < n:
-                        b_tile[q, s2] = b[b_start + (k0 + q) * b_row_stride
-                                          + (col0 + s2) * b_column_stride]
-                    else:
-                        b_tile[q, s2] = zero
-                cuda.syncthreads()
-                for q in range(BK):
-                    for i in range(TM):
-                        a_column[i] = a_tile[patch_row + i, q]
-                    for j in range(TN):
-                        b_row[j] = b_tile[q, patch_col + j]
-                    for i in range(TM):
-                        for j in range(TN):
-                            patch[i, j] += a_column[i] * b_row[j]
-                cuda.syncthreads()
-
-        for i in range(TM):
-            row = row0 + patch_row + i
-            if row < m:
-                for j in range(TN):
-                    col = col0 + patch_col + j
-                    if col < n:
-                        c[c_base + row * c_ld + col] = patch[i, j]
-
-    _kernels[key] = gemm
-    return gemm
+_INT32_MAX = 2**31 - 1
+_LARGE_TILES_FILL_THE_GPU = 1 if SIMULATED else 128
+"""Blocks of large tiles from which they are used: about one per streaming multiprocessor (an
+H100 has 132). With fewer, the small tiles' four times as many blocks keep more of them busy.
+Not measured on a GPU."""
 
 
 @dataclass
@@ -274,15 +160,46 @@ def _launch(left, right, c, c_ld, c_batch, sizes, sum_axis) -> None:
     shape = tuple(size for size, *_ in axes)
     a_strides, b_strides, c_strides = (tuple(axis[i] for axis in axes) for i in (1, 2, 3))
     m, n, k = left.rows, right.columns, left.columns
-    kernel = _gemm_kernel(c.dtype, transpose_a, transpose_b)
     batch = math.prod(shape)
+    tiles = LARGE if (m >= LARGE.rows and n >= LARGE.columns and batch * -(-m // LARGE.rows)
+                      * -(-n // LARGE.columns) >= _LARGE_TILES_FILL_THE_GPU) else SMALL
+    outer_strides = [axis[1:] for axis in outer]
+    aligned_a = _vector_aligned(left, transpose_a, a_ld, a_strides + (a_sum,),
+                                [strides[0] for strides in outer_strides])
+    aligned_b = _vector_aligned(right, transpose_b, b_ld, b_strides + (b_sum,),
+                                [strides[1] for strides in outer_strides])
+    narrow = max(_largest_offset(left), _largest_offset(right),
+                 (m - 1) * c_ld + n - 1) <= _INT32_MAX
+    kernel = gemm_kernel(tiles, c.dtype, transpose_a, transpose_b, aligned_a, aligned_b, narrow)
+    # Sizes and leading dimensions as 32-bit kernel arguments when they fit, so that the
+    # kernel's offsets inside a matrix are 32-bit multiplies and adds from the start.
+    sizes = tuple((np.int32 if narrow else np.int64)(value)
+                  for value in (m, n, k, a_ld, b_ld, c_ld))
     for index in np.ndindex(*(size for size, *_ in outer)):
         a_at, b_at, c_at = (sum(i * axis[j] for i, axis in zip(index, outer)) for j in (1, 2, 3))
         for first in range(0, batch, _MAX_GRID_Z):  # the grid's z extent is limited to 65535
-            grid = (-(-n // BN), -(-m // BM), min(batch - first, _MAX_GRID_Z))
-            kernel[grid, GEMM_THREADS](left.buffer[a_at:], right.buffer[b_at:], c[c_at:],
-                                       m, n, k, a_ld, b_ld, c_ld, shape, a_strides,
-                                       b_strides, c_strides, sums, a_sum, b_sum, first)
+            grid = (-(-n // tiles.columns), -(-m // tiles.rows), min(batch - first, _MAX_GRID_Z))
+            kernel[grid, tiles.threads](_from(left.buffer, a_at), _from(right.buffer, b_at),
+                                        _from(c, c_at), *sizes, shape,
+                                        a_strides, b_strides, c_strides, sums, a_sum, b_sum,
+                                        first)
+
+
+def _from(buffer, offset):
+    return buffer[offset:] if offset else buffer
+
+
+def _vector_aligned(operand, transposed, ld, batch_strides, outer_strides) -> bool:
+    """Whether every group of 4 the kernel fetches along the operand's contiguous axis starts on
+    a multiple of 4 elements (16 bytes for float32; buffers start 256-byte aligned) and lies
+    wholly inside or wholly outside the matrix."""
+    extent = operand.rows if transposed else operand.columns
+    return all(value % VECTOR == 0 for value in (extent, ld, *batch_strides, *outer_strides))
+
+
+def _largest_offset(operand) -> int:
+    """The largest offset the kernel computes inside one matrix of the operand."""
+    return (operand.rows - 1) * operand.row_stride + (operand.columns - 1) * operand.column_stride
 
 
 __all__ = ["matmul"]
