@@ -147,5 +147,9 @@ def test_the_ptx_report_compiles_every_kernel_of_both_steps():
         pytest.skip("numba finds no NVVM here: " + result.stdout.splitlines()[0])
     assert result.returncode == 0, result.stderr
     assert "stopped early" not in result.stdout, result.stdout
+    # "gemm 128x128 NT v4/v4 32-bit  registers smem spills vector-loads": both tile sizes,
+    # no spills in any variant, and vector loads wherever the operands are aligned
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  gemm")]
-    assert rows and rows[0][-2] in ("0", "-"), result.stdout  # no spills
+    assert {row[1] for row in rows} >= {"128x128", "64x64"}, result.stdout
+    assert all(row[-2] in ("0", "-") for row in rows), result.stdout
+    assert all(int(row[-1]) >= 4 for row in rows if row[3] == "v4/v4"), result.stdout
