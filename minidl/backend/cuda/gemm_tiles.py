@@ -36,10 +36,13 @@ multiply.
 
 Compile-time shapes. Tile sizes, transpose flags, the alignment promise and the index width are
 Python constants closed over by the kernel, so every loop over them has a constant trip count and
-is unrolled by the compiler, local arrays become registers, and the multiplications by a stride
-of 1 vanish. Offsets inside a matrix are computed in 32-bit integers when the host has checked
-that every offset fits (the GPU's 64-bit multiply is several instructions); the per-block bases
-of the batch stay 64-bit.
+is unrolled by the compiler (the k loop, whose body is too long for that, is written out eight
+steps at a time), local arrays become registers, and the multiplications by a stride of 1
+vanish. Offsets inside a matrix are 32-bit integers when the host has checked that every offset
+fits (the GPU's 64-bit multiply is several instructions): each product is cast to int32 as it
+is formed, which is what lets the compiler keep it 32-bit (numba computes in 64 bits otherwise).
+The per-block bases of the batch stay 64-bit, and the position of the next slabs is counted
+along rather than divided out of the step number.
 
 The batch. blockIdx.z counts the batch (up to three axes, decomposed once per block; each operand
 has its own stride along each, 0 when one matrix is shared), and a summed batch axis (a
@@ -152,9 +155,9 @@ def _compile(tiles, dtype, transpose_a, transpose_b, aligned_a, aligned_b, narro
             if aligned:
                 if row0 + r < rows and column0 + c < columns:
                     if along_rows:
-                        at = start + index(index(row0 + r) * index(ld) + index(column0 + c))
+                        at = start + index(index(row0 + r) * ld) + index(column0 + c)
                     else:
-                        at = start + index(index(column0 + c) * index(ld) + index(row0 + r))
+                        at = start + index(index(column0 + c) * ld) + index(row0 + r)
                     v0, v1, v2, v3 = load4(source, at)
                     registers[g, 0] = v0
                     registers[g, 1] = v1
@@ -170,11 +173,11 @@ def _compile(tiles, dtype, transpose_a, transpose_b, aligned_a, aligned_b, narro
                     value = zero
                     if row0 + rj < rows and column0 + cj < columns:
                         if along_rows:
-                            value = source[start + index(index(row0 + rj) * index(ld)
-                                                           + index(column0 + cj))]
+                            value = source[start + index(index(row0 + rj) * ld)
+                                            + index(column0 + cj)]
                         else:
-                            value = source[start + index(index(column0 + cj) * index(ld)
-                                                           + index(row0 + rj))]
+                            value = source[start + index(index(column0 + cj) * ld)
+                                            + index(row0 + rj)]
                     registers[g, j] = value
 
     @cuda.jit(device=True, inline=True)
@@ -231,41 +234,43 @@ def _compile(tiles, dtype, transpose_a, transpose_b, aligned_a, aligned_b, narro
             for j in range(TN):
                 patch[i, j] = zero
         total = sums * ((k + BK - 1) // BK)
-        s = 0    # the summed batch index and the k of the next slabs to fetch: counted, not
-        k0 = 0   # divided out of the step number (a 64-bit division per step)
+        # Where the next slabs start (the summed batch's matrix, its k): counted along, not
+        # divided out of the step number (a 64-bit division and multiply per step).
+        a_start, b_start, k0 = a_base, b_base, 0
 
         for step in range(total + 1):
             if step < total:
                 # Fetch step's slabs into registers (the previous step's multiply is queued
                 # ahead of these loads' latency on the first pass through the loop).
                 if transpose_a:   # stored (k x m): contiguous along m
-                    fetch(a, a_base + s * a_sum, a_ld, m, k, row0, k0, False, BM // VECTOR,
+                    fetch(a, a_start, a_ld, m, k, row0, k0, False, BM // VECTOR,
                           A_GROUPS, aligned_a, t, a_next)
                 else:
-                    fetch(a, a_base + s * a_sum, a_ld, m, k, row0, k0, True, BK // VECTOR,
+                    fetch(a, a_start, a_ld, m, k, row0, k0, True, BK // VECTOR,
                           A_GROUPS, aligned_a, t, a_next)
                 if transpose_b:   # stored (n x k): contiguous along k
-                    fetch(b, b_base + s * b_sum, b_ld, k, n, k0, col0, False, BK // VECTOR,
+                    fetch(b, b_start, b_ld, k, n, k0, col0, False, BK // VECTOR,
                           B_GROUPS, aligned_b, t, b_next)
                 else:
-                    fetch(b, b_base + s * b_sum, b_ld, k, n, k0, col0, True, BN // VECTOR,
+                    fetch(b, b_start, b_ld, k, n, k0, col0, True, BN // VECTOR,
                           B_GROUPS, aligned_b, t, b_next)
                 k0 += BK
                 if k0 >= k:
                     k0 = 0
-                    s += 1
+                    a_start += a_sum
+                    b_start += b_sum
             if step > 0:
                 # Multiply from the slabs stored at the end of the previous pass.
-                a_at = ((step - 1) & 1) * A_SLAB + patch_row
-                b_at = ((step - 1) & 1) * B_SLAB + patch_col
+                a_at = (A_SLAB if (step - 1) & 1 else 0) + patch_row
+                b_at = (B_SLAB if (step - 1) & 1 else 0) + patch_col
                 for q8 in range(0, BK, 8):
                     multiply_8(a_slabs, a_at + q8 * A_ROW, b_slabs, b_at + q8 * B_ROW,
                                a_fragment, b_fragment, patch)
             if step < total:
                 # Store the fetched groups into the other slabs: A k-major (transposed when it
                 # was fetched along its rows), B as it lies.
-                a_at = (step & 1) * A_SLAB
-                b_at = (step & 1) * B_SLAB
+                a_at = A_SLAB if step & 1 else 0
+                b_at = B_SLAB if step & 1 else 0
                 for g in range(A_GROUPS):
                     e = t + g * THREADS
                     for j in range(VECTOR):
@@ -290,7 +295,7 @@ def _compile(tiles, dtype, transpose_a, transpose_b, aligned_a, aligned_b, narro
                 for j in range(TN):
                     col = col0 + patch_col + (j // VECTOR) * COLUMN_GAP + j % VECTOR
                     if col < n:
-                        c[c_base + index(index(row) * index(c_ld) + index(col))] = patch[i, j]
+                        c[c_base + index(index(row) * c_ld) + index(col)] = patch[i, j]
 
     return gemm
 
