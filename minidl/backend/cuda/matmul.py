@@ -11,8 +11,8 @@ lie, and its (N, O, L) output is written straight from the product. A result who
 not its fastest axis is computed as Cᵀ = Bᵀ Aᵀ (the same sums in the same order); only an operand
 whose last stored axis went into the batch, or a result stored batch-last, is copied.
 
-The kernel is :mod:`.gemm_tiles`. This side chooses its variant: the 128 x 128 tiles when the
-product has enough of them to occupy the GPU, else 64 x 64 (small or skinny products: a
+The kernel is :mod:`.gemm_tiles`. This side chooses its variant: the 128 x 128 tiles when a
+float32 product has enough of them to occupy the GPU, else 64 x 64 (small or skinny products: a
 128-row tile of a 20-row product would compute mostly padding); vector loads of an operand when
 every group of 4 along its contiguous axis starts 16-byte aligned; 32-bit offsets when every
 offset inside a matrix fits. The grid is (column tiles, row tiles, batch), in launches of at most
@@ -161,8 +161,11 @@ def _launch(left, right, c, c_ld, c_batch, sizes, sum_axis) -> None:
     a_strides, b_strides, c_strides = (tuple(axis[i] for axis in axes) for i in (1, 2, 3))
     m, n, k = left.rows, right.columns, left.columns
     batch = math.prod(shape)
-    tiles = LARGE if (m >= LARGE.rows and n >= LARGE.columns and batch * -(-m // LARGE.rows)
-                      * -(-n // LARGE.columns) >= _LARGE_TILES_FILL_THE_GPU) else SMALL
+    # float64 keeps the small tiles: 64 double sums a thread take 128 registers of the 255, and
+    # the large tiles' float64 kernel uses ~240, one block per multiprocessor.
+    tiles = LARGE if (c.dtype.itemsize <= 4 and m >= LARGE.rows and n >= LARGE.columns
+                      and batch * -(-m // LARGE.rows) * -(-n // LARGE.columns)
+                      >= _LARGE_TILES_FILL_THE_GPU) else SMALL
     outer_strides = [axis[1:] for axis in outer]
     aligned_a = _vector_aligned(left, transpose_a, a_ld, a_strides + (a_sum,),
                                 [strides[0] for strides in outer_strides])
