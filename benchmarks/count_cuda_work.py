@@ -15,7 +15,9 @@ count, so this script counts it on whatever runs the CUDA backend (numba's simul
   shared memory and local-memory spills as ``ptxas -v`` reports them (when NVIDIA's ``ptxas`` is
   on the PATH), the vector loads (``ld.*.v2``/``.v4``) and the integer divisions and
   remainders (``div``/``rem`` on integers: a GPU has no divider, each is a long instruction
-  sequence) in the PTX.
+  sequence) in the PTX; the GEMM once per variant (tile size, transpose flags, vector or scalar
+  loads, offset width), each tile size compiled for every flag pair on aligned squares besides
+  the variants the steps use.
 
 Kernel launches are counted by wrapping numba's launch entry points (the simulator's
 ``FakeCUDAKernel.__call__``, the GPU dispatcher's ``call``), so nothing in minidl carries
@@ -205,6 +207,40 @@ def parse_ptxas_report(text: str) -> tuple:
     return registers, shared, spills
 
 
+GEMM_SHAPES = {"large tiles": 1536, "small tiles": 40}
+"""Square float32 products that select each of the GEMM's tile sizes, with every group of 4 along
+a row aligned (the tiny models' products are small and odd-sized: small tiles, scalar loads)."""
+
+
+def compile_gemm_variants() -> None:
+    """Compile the GEMM for both tile sizes and every pair of transpose flags (compile-only
+    mode: nothing runs, so the sizes cost nothing)."""
+    from minidl.backend import get_backend
+    backend = get_backend("cuda")
+    for side in GEMM_SHAPES.values():
+        square = backend.from_numpy(np.zeros((side, side), np.float32))
+        for transpose_a in (False, True):
+            for transpose_b in (False, True):
+                backend.matmul(square, square, transpose_a, transpose_b)
+
+
+def kernel_label(kernel) -> str:
+    """A kernel's name; for the GEMM, which variant: tile size, transpose flags (N plain, T
+    transposed), vector loads of A/B (v4) or scalar (s), 32-bit or 64-bit offsets."""
+    name = kernel.py_func.__name__
+    if name != "gemm":
+        return name
+    from minidl.backend.cuda import gemm_tiles
+    for key, compiled in gemm_tiles._kernels.items():
+        if compiled is kernel:
+            tiles, _, transpose_a, transpose_b, vector_a, vector_b, narrow = key
+            flags = "".join("T" if flag else "N" for flag in (transpose_a, transpose_b))
+            loads = "/".join("v4" if flag else "s" for flag in (vector_a, vector_b))
+            return (f"gemm {tiles.rows}x{tiles.columns} {flags} {loads} "
+                    f"{32 if narrow else 64}-bit")
+    return name
+
+
 def compile_kernels_to_ptx() -> list:
     """Run both models' training steps with numba's CUDA target in compile-only mode (with the
     GPU's launch shapes and tile sizes) and report every kernel specialisation compiled."""
@@ -218,8 +254,7 @@ def compile_kernels_to_ptx() -> list:
 
     def compile_and_keep(self, sig):
         kernel = compile_one(self, sig)
-        name = self.py_func.__name__
-        variants = ptx_by_kernel.setdefault(name, {})
+        variants = ptx_by_kernel.setdefault(kernel_label(self), {})
         variants.setdefault((id(self), str(sig)), kernel.inspect_asm(PTX_CC))
         return kernel
     dispatcher.CUDADispatcher.compile = compile_and_keep
@@ -228,6 +263,7 @@ def compile_kernels_to_ptx() -> list:
             count_training_step(name, warm_up=1, counted=1, tiny=True)
         except Exception as error:  # values are meaningless here; only compilation matters
             print(f"({name}: the compile-only run stopped early: {error})")
+    compile_gemm_variants()
     ptxas = shutil.which("ptxas")
     reports = []
     for name, variants in sorted(ptx_by_kernel.items()):
@@ -241,7 +277,7 @@ def compile_kernels_to_ptx() -> list:
 def print_kernel_reports(reports: list) -> None:
     print(f"\nKernels of both training steps, compiled for {PTX_ARCH} (one row per "
           f"specialisation)")
-    print(f"  {'kernel':<28} {'registers':>9} {'smem B':>7} {'spill B':>7} {'vec loads':>9} "
+    print(f"  {'kernel':<32} {'registers':>9} {'smem B':>7} {'spill B':>7} {'vec loads':>9} "
           f"{'int div':>7}")
 
     def shown(value):
@@ -251,7 +287,7 @@ def print_kernel_reports(reports: list) -> None:
                                 r.vector_loads, r.integer_divisions) for r in reports)
     for (name, registers, shared, spills, vectors, divisions), times in rows.items():
         label = name if times == 1 else f"{name} (x{times})"
-        print(f"  {label:<28} {shown(registers):>9} {shown(shared):>7} {shown(spills):>7} "
+        print(f"  {label:<32} {shown(registers):>9} {shown(shared):>7} {shown(spills):>7} "
               f"{vectors:>9} {divisions:>7}")
     if reports and reports[0].registers is None:
         print("  (ptxas is not on the PATH: registers, shared memory and spills not reported)")

@@ -367,11 +367,20 @@ class Backend:
     # -- linear algebra --------------------------------------------------------------------------
 
     @staticmethod
-    def matmul(a, b, transpose_a=False, transpose_b=False):
+    def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
+               out_axes=None, sum_axis=None):
         """Matrix product of arrays with at least 2 dimensions; leading (batch) axes broadcast.
         Equal floating dtypes; the result has that dtype. ``transpose_a``/``transpose_b``
         multiply by an operand with its last two axes swapped without making that transposed
-        copy (BLAS's ``transa``/``transb``): the result equals ``matmul(transpose(a), b)``."""
+        copy (BLAS's ``transa``/``transb``): the result equals ``matmul(transpose(a), b)``.
+
+        The keywords make it a strided batched product (cuBLAS's ``gemmStridedBatched``: each
+        operand read through a batch stride and a leading dimension), so that a layout such as
+        im2col's (K, N·L) feeds the product as it lies. ``a_axes``/``b_axes`` read an operand
+        as ``transpose(a, a_axes)`` (before ``transpose_a``); ``sum_axis`` sums the product over
+        that batch axis (of the product's batch axes, counted from 0); ``out_axes`` returns
+        ``transpose(product, out_axes)``, C-ordered. Each is what the NumPy expression says,
+        with no transposed copy made where the backend can read or write in place."""
         raise NotImplementedError
 
     # -- random numbers --------------------------------------------------------------------------

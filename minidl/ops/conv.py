@@ -1,11 +1,12 @@
 """2-D convolution as one matrix product per group: im2col, then BLAS.
 
 im2col copies every receptive field of the whole batch into a column, so that with
-K = C/g·kh·kw the convolution is one product per group: W (O/g × K) @ cols (K × N·OH·OW). One
-large product keeps BLAS busy where a product per image would be dominated by call overhead.
-The gradients are products too: dW = dY @ colsᵀ (summing over every image and pixel at once),
-dcols = Wᵀ @ dY, and col2im (im2col's adjoint) adds each column's gradient back onto the input
-pixels it was copied from.
+K = C/g·kh·kw the convolution is one batched product per group: W (O/g × K) @ cols (K × N·OH·OW),
+read as N blocks of OH·OW columns, one per image, and written straight into (N, O, OH, OW) (a
+strided batched product: the batch stride and leading dimension do what a transposed copy
+would). The gradients are products too: dW = dY @ colsᵀ (summing over every image and pixel at
+once), dcols = Wᵀ @ dY, and col2im (im2col's adjoint) adds each column's gradient back onto the
+input pixels it was copied from.
 """
 
 from __future__ import annotations
@@ -19,12 +20,6 @@ from .shape import cat
 from .size_arguments import int_pair
 
 
-# Output pixels per image from which one product per image beats one product for the batch
-# plus a transpose copy (batch 64, one thread: LeNet's 28×28 maps 3x faster and 10×10 1.3x,
-# CIFAR's 32×32 1.6x and 16×16 ~5%; 8×8 maps with 576-long columns ~5% slower).
-_PER_IMAGE_MIN_PIXELS = 100
-
-
 class Conv2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
@@ -35,45 +30,42 @@ class Conv2dFunction(ReadsInputsWhenRecorded, Function):
         out_h = conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
         out_w = conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
         self.out_hw = (out_h, out_w)
-        columns = n * out_h * out_w
         cols = be.im2col(x, *self.geometry)                     # (C·kh·kw, N·L)
         # Input channels are the slowest-varying part of a column row, so each group's rows
-        # form one contiguous block: (g, C/g·kh·kw, N·L).
-        self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, columns))
-        w = be.reshape(weight, (groups, out_channels // groups, -1))
-        if groups == 1 and n > 1 and out_h * out_w >= _PER_IMAGE_MIN_PIXELS:
-            # W @ (the columns of image i), one product per image, written straight into
-            # (N, O, OH, OW): no transpose copy after, and a few-channel first layer (K = 27)
-            # runs at BLAS speed where one (O × 27) @ (27 × N·L) product does not.
-            per_image = be.transpose(be.reshape(cols, (cols.shape[0], n, out_h * out_w)),
-                                     (1, 0, 2))                 # (N, K, L), a view
-            out = be.reshape(be.matmul(be.reshape(weight, (out_channels, -1)), per_image),
-                             (n, out_channels, out_h, out_w))
-        else:
-            out = be.reshape(be.matmul(w, self.cols), (out_channels, n, out_h, out_w))
-            if n == 1:  # (O, 1, OH, OW) holds its values in (1, O, OH, OW) order already
-                out = be.reshape(out, (1, out_channels, out_h, out_w))
-            else:
-                out = be.copy(be.transpose(out, (1, 0, 2, 3)))  # (N, O, OH, OW)
+        # form one block, and image i's columns are the i-th block of L: (g, C/g·kh·kw, N, L).
+        self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, n, out_h * out_w))
+        # Y[i] = W_g @ (image i's columns), the batch read from the columns in place (a batch
+        # stride of L, a leading dimension of N·L) and written straight into (N, O, L).
+        out = be.matmul(self._weight_blocks(), self.cols, b_axes=(0, 2, 1, 3),
+                        out_axes=(1, 0, 2, 3))                  # (N, g, O/g, L)
+        out = be.reshape(out, (n, out_channels, out_h, out_w))
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
+
+    def _weight_blocks(self):
+        """The weight as one (O/g × C/g·kh·kw) matrix per group, shared by every image."""
+        out_channels = self.weight.shape[0]
+        return self.backend.reshape(self.weight,
+                                    (self.groups, 1, out_channels // self.groups, -1))
 
     def backward(self, grad):
         be = self.backend
         n, out_channels = grad.shape[:2]
-        columns = n * self.out_hw[0] * self.out_hw[1]
-        # dY as (g, O/g, N·L), the layout of the forward product's output.
-        g = be.reshape(be.transpose(grad, (1, 0, 2, 3)),
-                       (self.groups, out_channels // self.groups, columns))
-        # dWᵀ = cols @ dYᵀ, (K × N·L) @ (N·L × O/g), transposed at the end (K·O/g numbers). Both
-        # orders sum over the long N·L axis, but BLAS blocks it better with the many-row cols on
-        # the left: on LeNet's convolutions this order measured ~2x faster than dY @ colsᵀ.
-        grad_weight_t = be.matmul(self.cols, g, transpose_b=True)   # Σ over all columns
-        grad_weight = be.reshape(be.transpose(grad_weight_t, (0, 2, 1)), self.weight.shape)
+        pixels = self.out_hw[0] * self.out_hw[1]
+        g = be.reshape(grad, (n, self.groups, out_channels // self.groups, pixels))
+        # dWᵀ = Σ_i cols[i] @ dY[i]ᵀ, (K × L) @ (L × O/g) summed over the images (one sum over
+        # the long N·L axis), written transposed as dW. Both orders sum over N·L, but BLAS
+        # blocks it better with the many-row cols on the left: on LeNet's convolutions this
+        # order measured ~2x faster than dY @ colsᵀ.
+        grad_weight = be.matmul(self.cols, g, a_axes=(0, 2, 1, 3), b_axes=(1, 0, 3, 2),
+                                sum_axis=1, out_axes=(0, 2, 1))
+        grad_weight = be.reshape(grad_weight, self.weight.shape)
         grad_x = None
         if self.needs_input_grad[0]:  # a network's first layer needs no input gradient
-            w = be.reshape(self.weight, (self.groups, out_channels // self.groups, -1))
-            grad_cols = be.matmul(w, g, transpose_a=True)        # (g, C/g·kh·kw, N·L)
-            grad_cols = be.reshape(grad_cols, (self.cols.shape[0] * self.cols.shape[1], columns))
+            # dcols[i] = W_gᵀ @ dY[i], written into the columns' own (g, K/g, N, L) layout.
+            grad_cols = be.matmul(self._weight_blocks(), g, transpose_a=True,
+                                  b_axes=(1, 0, 2, 3), out_axes=(0, 2, 1, 3))
+            grad_cols = be.reshape(grad_cols, (grad_cols.shape[0] * grad_cols.shape[1],
+                                               n * pixels))
             grad_x = be.col2im(grad_cols, self.x_shape, *self.geometry)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias

@@ -54,31 +54,44 @@ class ConvTranspose2dFunction(ReadsInputsWhenRecorded, Function):
         n, in_channels, h, w = x.shape
         _, out_per_group, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
-        self.groups, self.weight, self.x_shape = groups, weight, x.shape
+        self.groups, self.weight, self.x, self.x_shape = groups, weight, x, x.shape
         out_hw = tuple(transposed_output_size(size, k, s, p, d, o) for size, k, s, p, d, o in
                        zip((h, w), (kh, kw), stride, padding, dilation, output_padding))
-        # X as (g, C_in/g, N·H·W): channels first, then one column per input pixel.
-        xm = be.reshape(be.transpose(x, (1, 0, 2, 3)), (groups, in_channels // groups, n * h * w))
-        self.xm = xm
-        wm = be.reshape(weight, (groups, in_channels // groups, out_per_group * kh * kw))
-        cols = be.matmul(wm, xm, transpose_a=True)        # (g, C_out/g·kh·kw, N·H·W)
+        # cols[:, image i] = W_gᵀ @ X[i] (C_out/g·kh·kw × H·W per group), each image's product
+        # written into its block of the columns' (g, C_out/g·kh·kw, N, H·W) layout: the images
+        # are read in place as a batch, with no channels-first copy of X.
+        cols = be.matmul(self._weight_blocks(), self._images(x), transpose_a=True,
+                         b_axes=(1, 0, 2, 3), out_axes=(0, 2, 1, 3))
         cols = be.reshape(cols, (groups * out_per_group * kh * kw, n * h * w))
         out = be.col2im(cols, (n, groups * out_per_group) + out_hw, *self.geometry)
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
+
+    def _weight_blocks(self):
+        """The weight as one (C_in/g × C_out/g·kh·kw) matrix per group, shared by every image."""
+        in_channels = self.weight.shape[0]
+        return self.backend.reshape(self.weight, (self.groups, 1, in_channels // self.groups, -1))
+
+    def _images(self, x):
+        """(N, C, H, W) as (N, g, C/g, H·W): per image and group, a matrix of channels × pixels."""
+        n, channels, h, w = x.shape
+        return self.backend.reshape(x, (n, self.groups, channels // self.groups, h * w))
 
     def backward(self, grad):
         be = self.backend
         n, in_channels, h, w = self.x_shape
         g = self.groups
         gcols = be.im2col(grad, *self.geometry)                  # (C_out·kh·kw, N·H·W)
-        gcols = be.reshape(gcols, (g, gcols.shape[0] // g, n * h * w))
-        wm = be.reshape(self.weight, (g, in_channels // g, -1))
+        gcols = be.reshape(gcols, (g, gcols.shape[0] // g, n, h * w))
         grad_x = None
         if self.needs_input_grad[0]:
-            grad_x = be.reshape(be.matmul(wm, gcols), (in_channels, n, h, w))
-            grad_x = be.copy(be.transpose(grad_x, (1, 0, 2, 3)))
-        grad_weight = be.reshape(be.matmul(self.xm, gcols, transpose_b=True),
-                                 self.weight.shape)
+            # dX[i] = W_g @ dcols[:, image i], written straight into (N, C_in, H, W).
+            grad_x = be.matmul(self._weight_blocks(), gcols, b_axes=(0, 2, 1, 3),
+                               out_axes=(1, 0, 2, 3))
+            grad_x = be.reshape(grad_x, self.x_shape)
+        # dW = Σ_i X[i] @ dcols[:, image i]ᵀ per group, summed over the images in the product.
+        grad_weight = be.matmul(self._images(self.x), gcols, a_axes=(1, 0, 2, 3),
+                                b_axes=(0, 2, 3, 1), sum_axis=1)
+        grad_weight = be.reshape(grad_weight, self.weight.shape)
         grad_bias = be.sum(grad, axis=(0, 2, 3)) if len(self.parents) == 3 else None
         return grad_x, grad_weight, grad_bias
 

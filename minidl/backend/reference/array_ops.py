@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..batched_product import product_layout
 from ..primitives import check_math_function
 
 
@@ -244,12 +245,35 @@ def concatenate(arrays, axis):
 
 # -- linear algebra ----------------------------------------------------------------------------
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
-    # NumPy's transposes are views: BLAS reads them in place, as the flags ask.
-    if transpose_a:
-        a = np.swapaxes(a, -1, -2)
-    if transpose_b:
-        b = np.swapaxes(b, -1, -2)
+# Output columns per block from which a batch of blocks sharing one left matrix is multiplied
+# block by block (each product written in place) rather than as one wide product plus a copy
+# into the result's layout. Measured on convolutions (batch 64, one thread: LeNet's 28×28 maps
+# 3x faster and 10×10 1.3x, CIFAR's 32×32 1.6x and 16×16 ~5%; 8×8 maps with 576-long columns
+# ~5% slower block by block).
+_PER_BLOCK_MIN_COLUMNS = 100
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
+           out_axes=None, sum_axis=None):
+    if a_axes is None and b_axes is None and out_axes is None and sum_axis is None:
+        # NumPy's transposes are views: BLAS reads them in place, as the flags ask.
+        return _product(np.swapaxes(a, -1, -2) if transpose_a else a,
+                        np.swapaxes(b, -1, -2) if transpose_b else b)
+    layout = product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
+                            out_axes, sum_axis)
+    a, b = np.transpose(a, layout.a_axes), np.transpose(b, layout.b_axes)
+    a = np.broadcast_to(a, layout.batch + a.shape[-2:])
+    b = np.broadcast_to(b, layout.batch + b.shape[-2:])
+    if layout.sum_axis is not None:
+        product = _summed_over_batch_axis(a, b, layout.sum_axis)
+    elif layout.batch and _blocks_of_one_wide_product(a, b):
+        product = _as_one_wide_product(a, b)
+    else:
+        product = _product(a, b)
+    return np.ascontiguousarray(np.transpose(product, layout.out_axes))
+
+
+def _product(a, b):
     if a.ndim > 2 and b.ndim == 2:
         # A stack of matrices times one matrix is one product of the stacked rows: NumPy does
         # the stacked form without BLAS (measured ~100x slower on (32, 64, 512) @ (512, 128),
@@ -257,3 +281,37 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
         rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)
         return rows.reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a, b)
+
+
+def _summed_over_batch_axis(a, b, axis):
+    """Σ_s a[s] @ b[s] over batch ``axis`` as one product over a longer k: a's k blocks side by
+    side (m, S·k) times b's stacked (S·k, n). b's copy, when one is needed, is laid out k-last,
+    so BLAS reads it transposed, as it reads a convolution's output gradient."""
+    a = np.moveaxis(a, axis, -2)                                    # (..., m, S, k)
+    a = a.reshape(a.shape[:-2] + (a.shape[-2] * a.shape[-1],))
+    b = np.moveaxis(np.swapaxes(b, -1, -2), axis, -2)               # (..., n, S, k)
+    b = np.swapaxes(b.reshape(b.shape[:-2] + (b.shape[-2] * b.shape[-1],)), -1, -2)
+    return _product(a, b)
+
+
+def _blocks_of_one_wide_product(a, b) -> bool:
+    """Whether a (…, N, m, k) @ b (…, N, k, n) is better done as one wide product: when a is
+    one matrix for the whole last batch axis, unless the blocks are wide and the only batch,
+    and b's blocks already lie side by side in one matrix (its batch stride is a block's
+    width), where writing each block's product in place saves the copy after."""
+    if (a.strides[-3] != 0 and a.shape[-3] != 1) or a.size == 0:
+        return False
+    per_block = (math.prod(b.shape[:-3]) == 1 and b.shape[-3] > 1
+                 and b.shape[-1] >= _PER_BLOCK_MIN_COLUMNS
+                 and b.strides[-3] == b.shape[-1] * b.strides[-1])
+    return not per_block
+
+
+def _as_one_wide_product(a, b):
+    """a (…, N, m, k), one matrix along N, times b (…, N, k, n) as a (…, m, k) @ (…, k, N·n),
+    viewed back as (…, N, m, n)."""
+    n_blocks, n = b.shape[-3], b.shape[-1]
+    wide = np.moveaxis(b, -3, -2)                                    # (..., k, N, n)
+    wide = wide.reshape(wide.shape[:-2] + (n_blocks * n,))
+    product = _product(a[..., 0, :, :], wide)                        # (..., m, N·n)
+    return np.moveaxis(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)

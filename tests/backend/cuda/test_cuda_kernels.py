@@ -114,22 +114,78 @@ def test_gemm_reads_transposed_operands_in_place(shapes, transpose_a, transpose_
         backend().matmul(*on_device, transpose_a=not transpose_a, transpose_b=transpose_b)
 
 
+STRIDED_PRODUCTS = [
+    # a convolution's three products (2 groups, 4 images of 7 pixels, tiles' edges crossed)
+    ((2, 1, 3, 5), (2, 5, 4, 7), dict(b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3))),
+    ((2, 5, 4, 7), (4, 2, 3, 7), dict(a_axes=(0, 2, 1, 3), b_axes=(1, 0, 3, 2), sum_axis=1,
+                                      out_axes=(0, 2, 1))),
+    ((2, 1, 3, 5), (4, 2, 3, 7), dict(transpose_a=True, b_axes=(1, 0, 2, 3),
+                                      out_axes=(0, 2, 1, 3))),
+    # results stored with the batch last (a copy after), operands whose last axis is a batch
+    # axis (a copy before), four batch axes that do not merge (one grid per leading index)
+    ((2, 3, 4, 5), (5, 1), dict(out_axes=(2, 3, 0, 1))),
+    ((3, 2, 5), (3, 5, 2), dict(a_axes=(1, 0, 2), b_axes=(2, 0, 1), transpose_b=True)),
+    ((2, 3, 2, 3, 1, 5), (5, 9), dict(a_axes=(0, 2, 1, 3, 4, 5))),
+    ((3, 1, 4), (3, 1, 5), dict(sum_axis=0, transpose_a=True)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a_shape, b_shape, keywords", STRIDED_PRODUCTS)
+def test_strided_batched_gemm_matches_the_reference(a_shape, b_shape, keywords, dtype):
+    a, b = normal(*a_shape, dtype=dtype), normal(*b_shape, dtype=dtype)
+    expected = REF.matmul(a, b, **keywords)
+    product = down(backend().matmul(*up((a, b)), **keywords))
+    assert product.shape == expected.shape and product.dtype == dtype
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(product, expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("blocking", ["LARGE", "SMALL"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False),
+                                                      (False, True), (True, True)])
+@pytest.mark.parametrize("m, k, n", [(17, 9, 33), (20, 12, 36), (1, 7, 1)])
+def test_both_tile_sizes_agree_with_the_reference_for_every_flag_pair(
+        monkeypatch, m, k, n, transpose_a, transpose_b, dtype, blocking):
+    # Shapes past the edges of the tiles (on the simulator 16 x 16 and 8 x 8, with 4 threads;
+    # on a GPU 128 x 128 and 64 x 64); (20, 12, 36) is fetched as aligned groups of 4, the odd
+    # sizes element by element. A batch of 2 matrices against one shared A checks the strides.
+    import minidl.backend.cuda.gemm_tiles as tiles
+    import minidl.backend.cuda.matmul as gemm
+    chosen = getattr(tiles, blocking)
+    monkeypatch.setattr(gemm, "LARGE", chosen)
+    monkeypatch.setattr(gemm, "SMALL", chosen)
+    a, b = normal(m, k, dtype=dtype), normal(2, k, n, dtype=dtype)
+    stored_a = a.T.copy() if transpose_a else a
+    stored_b = np.swapaxes(b, 1, 2).copy() if transpose_b else b
+    product = backend().matmul(*up((stored_a, stored_b)), transpose_a=transpose_a,
+                               transpose_b=transpose_b)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(down(product), a @ b, rtol=tolerance, atol=tolerance)
+    aligned = ((m if transpose_a else k) % 4 == 0, (k if transpose_b else n) % 4 == 0)
+    assert (chosen, np.dtype(dtype), transpose_a, transpose_b) + aligned + (True,) in tiles._kernels
+
+
 @pytest.mark.slow
 def test_the_gpus_gemm_tiles_compute_the_product_on_the_simulator(monkeypatch):
-    # The simulator normally runs 4x4 tiles; here the GPU's 64x64x16 tiles of 4x4 patches (256
-    # threads) run on it, edge tiles and both load orders (a transposed operand) included.
+    # The simulator normally runs tiles of 4 threads; here the GPU's 128 x 128 tiles of 8 x 8
+    # patches and 64 x 64 tiles of 4 x 4 (256 threads each) run on it, edge tiles, aligned and
+    # unaligned fetches and both load orders (a transposed operand) included.
+    import minidl.backend.cuda.gemm_tiles as tiles
     import minidl.backend.cuda.matmul as gemm
-    from minidl.backend.cuda.device import SIMULATED
-    if SIMULATED:
-        for name, value in dict(BM=64, BN=64, BK=16, TM=4, TN=4, GEMM_THREADS=256).items():
-            monkeypatch.setattr(gemm, name, value)
-        monkeypatch.setattr(gemm, "_kernels", {})
-    a, b = normal(66, 20), normal(20, 65)
-    for transpose_a, transpose_b in ((True, False), (False, True)):
-        stored_a = a.T.copy() if transpose_a else a
-        stored_b = b.T.copy() if transpose_b else b
-        product = gemm.matmul(*up((stored_a, stored_b)), transpose_a, transpose_b)
-        np.testing.assert_allclose(down(product), a @ b, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(tiles, "_kernels", {})
+    monkeypatch.setattr(gemm, "_LARGE_TILES_FILL_THE_GPU", 1)
+    for blocking in (tiles.Tiles(128, 128, 8, 8, 8), tiles.Tiles(64, 64, 16, 4, 4)):
+        monkeypatch.setattr(gemm, "LARGE", blocking)
+        monkeypatch.setattr(gemm, "SMALL", blocking)
+        for m, k, n in ((130, 20, 129), (132, 24, 136)):
+            a, b = normal(m, k), normal(k, n)
+            for transpose_a, transpose_b in ((True, False), (False, True)):
+                stored_a = a.T.copy() if transpose_a else a
+                stored_b = b.T.copy() if transpose_b else b
+                product = gemm.matmul(*up((stored_a, stored_b)), transpose_a, transpose_b)
+                np.testing.assert_allclose(down(product), a @ b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (1, False), (2, False),
