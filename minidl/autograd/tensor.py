@@ -13,6 +13,8 @@ module only knows how a tensor is held and differentiated, and imports nothing a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..backend import canonical_device, get_backend
@@ -152,7 +154,7 @@ class Tensor:
 
     def numel(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.data.shape, dtype=np.int64))
+        return int(math.prod(self.data.shape))  # exact, and cheaper than np.prod per call
 
     def dim(self) -> int:
         return self.ndim

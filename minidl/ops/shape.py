@@ -8,6 +8,8 @@ selected twice receives both gradients), a split for concatenation.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -222,12 +224,13 @@ def reshape(a: Tensor, *shape) -> Tensor:
     shape = tuple(int(n) for n in shape)
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
-    known = int(np.prod([n for n in shape if n != -1]))
+    # math.prod, not np.prod: exact Python ints, and ~20x cheaper on a short shape
+    known = math.prod([n for n in shape if n != -1])
     if -1 in shape:
         if known == 0 or a.numel() % known:
             raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
         shape = tuple(a.numel() // known if n == -1 else n for n in shape)
-    if any(n < 0 for n in shape) or int(np.prod(shape)) != a.numel():
+    if any(n < 0 for n in shape) or math.prod(shape) != a.numel():
         raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
     if shape == a.shape:
         return a
@@ -241,7 +244,7 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     end = normalize_axis("flatten", end_dim, a.ndim)
     if start > end:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    merged = int(np.prod(a.shape[start:end + 1]))
+    merged = math.prod(a.shape[start:end + 1])
     return reshape(a, a.shape[:start] + (merged,) + a.shape[end + 1:])
 
 

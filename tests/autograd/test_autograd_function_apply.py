@@ -5,7 +5,6 @@ enters (a profiler's call events), never a wall-clock bound.
 """
 
 import contextlib
-import sys
 
 import numpy as np
 import pytest
@@ -14,22 +13,7 @@ import minidl as md
 from minidl.autograd import tracing
 from minidl.autograd.function import Function
 from minidl.ops.elementwise import AddFunction
-
-
-def python_calls(function) -> list:
-    """(file name, function name) of every Python function entered while ``function()`` runs."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call":
-            calls.append((frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name))
-
-    sys.setprofile(profile)
-    try:
-        function()
-    finally:
-        sys.setprofile(None)
-    return calls
+from python_calls import python_calls
 
 
 @pytest.fixture
