@@ -128,3 +128,25 @@ print(numba.get_num_threads())
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "1"]
+
+
+@pytest.mark.parametrize("primitive, half", [("col2im", True), ("softmax", False)])
+def test_a_bound_kernel_is_one_wrapper_with_the_thread_check_and_the_half_rule(primitive, half):
+    # The thread budget check and float16-through-float32 are decided once, when a primitive is
+    # bound, into one wrapper: each layer of wrapping was one more Python call per kernel call.
+    from minidl.backend.numba_cpu import NumbaCpuBackend
+    from python_calls import python_calls
+    arguments = {"col2im": lambda x: (x.reshape(4, 4), (1, 1, 3, 3), (2, 2), (1, 1), (0, 0),
+                                      (1, 1)),
+                 "softmax": lambda x: (x, -1)}[primitive]
+    kernel = getattr(NumbaCpuBackend, primitive)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    kernel(*arguments(x))
+    calls = [c for c in python_calls(lambda: kernel(*arguments(x)))
+             if c[0] != "test_kernel_loading.py"]
+    assert [c[0] for c in calls[:2]] == ["loading.py", "threads.py"], calls
+    assert calls[2][0] != "loading.py", calls
+    if half:  # float16 in, float16 out, computed in float32
+        out = kernel(*arguments(x.astype(np.float16)))
+        assert out.dtype == np.float16
+        np.testing.assert_array_equal(out, kernel(*arguments(x)).astype(np.float16))
