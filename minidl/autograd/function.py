@@ -36,7 +36,7 @@ from operator import attrgetter
 
 from ..backend import get_backend
 from . import tracing
-from .grad_mode import is_grad_enabled
+from .grad_mode import _mode as grad_mode_of_this_thread
 from .tensor import Tensor
 
 # needs_input_grad of an op that records nothing, by input count: one shared tuple rather than a
@@ -127,7 +127,7 @@ class Function:
         # inputs, no generator expressions, and no graph bookkeeping at all when nothing is
         # recorded (grad mode off, as in inference, or no input requiring a gradient).
         device = inputs[0].device
-        grad_enabled = is_grad_enabled()
+        grad_enabled = getattr(grad_mode_of_this_thread, "enabled", True)  # is_grad_enabled()
         any_needs_grad = False
         for tensor in inputs:
             if tensor.device != device:

@@ -111,3 +111,23 @@ def test_the_tracer_sees_ops_that_record_nothing(pair):
     with md.no_grad(), tracing.tracing(Tracer()):
         md.add(a, b)
     assert seen == ["AddFunction"]
+
+
+def test_an_op_reads_the_grad_mode_and_wraps_its_output_without_further_calls(pair):
+    # is_grad_enabled() and Tensor._hold were one call each per op; apply reads the mode itself
+    # and _wrap sets the output's fields inline.
+    a, b = pair
+    with md.no_grad():
+        calls = python_calls(lambda: md.add(a, b))
+    assert not [c for c in calls if c[0] == "grad_mode.py" or c[1] == "_hold"], calls
+    assert calls.count(("tensor.py", "_wrap")) == 1
+
+
+def test_a_subclass_holding_data_gets_every_field_of_a_wrapped_tensor():
+    # Parameter(tensor) holds a copy through Tensor._hold, which takes _wrap's fields.
+    source = md.tensor([1.0, 2.0])
+    parameter = md.nn.Parameter(source)
+    assert parameter.requires_grad and parameter.grad is None and parameter.grad_fn is None
+    assert parameter._version == 0 and parameter._version_cell is not source._version_cell
+    parameter.data[0] = 5.0
+    assert source.numpy().tolist() == [1.0, 2.0]
