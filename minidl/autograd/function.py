@@ -127,7 +127,7 @@ class Function:
         # inputs, no generator expressions, and no graph bookkeeping at all when nothing is
         # recorded (grad mode off, as in inference, or no input requiring a gradient).
         device = inputs[0].device
-        grad_enabled = getattr(grad_mode_of_this_thread, "enabled", True)  # is_grad_enabled()
+        grad_enabled = grad_mode_of_this_thread.enabled  # is_grad_enabled(), inline
         any_needs_grad = False
         for tensor in inputs:
             if tensor.device != device:
@@ -153,7 +153,14 @@ class Function:
         else:
             node.needs_input_grad = _NO_GRADIENTS[len(inputs)] if len(inputs) < 8 \
                 else (False,) * len(inputs)
-        out_data = node.forward(*map(_data_of, inputs), **attrs)
+        # One and two inputs (most ops) by index: unpacking an iterator costs more than the
+        # rest of this block.
+        if len(inputs) == 1:
+            out_data = node.forward(inputs[0].data, **attrs)
+        elif len(inputs) == 2:
+            out_data = node.forward(inputs[0].data, inputs[1].data, **attrs)
+        else:
+            out_data = node.forward(*map(_data_of, inputs), **attrs)
         out = Tensor._wrap(out_data, device, requires_grad)
         if node.output_is_view:
             out._version_cell = inputs[0]._version_cell

@@ -131,3 +131,21 @@ def test_a_subclass_holding_data_gets_every_field_of_a_wrapped_tensor():
     assert parameter._version == 0 and parameter._version_cell is not source._version_cell
     parameter.data[0] = 5.0
     assert source.numpy().tolist() == [1.0, 2.0]
+
+
+def test_the_grad_mode_apply_reads_is_per_thread_and_starts_enabled():
+    import threading
+    x = md.tensor([1.0, 2.0], requires_grad=True)
+    recorded = {}
+
+    def in_a_new_thread():
+        recorded["enabled"] = md.is_grad_enabled()
+        recorded["graph"] = (x * 2.0).grad_fn is not None
+
+    with md.no_grad():
+        worker = threading.Thread(target=in_a_new_thread)
+        worker.start()
+        worker.join()
+        assert (x * 2.0).grad_fn is None and not md.is_grad_enabled()
+    assert recorded == {"enabled": True, "graph": True}
+    assert md.is_grad_enabled()
