@@ -34,3 +34,20 @@ def test_window_arguments_are_read_without_generator_frames(x, op):
         op(x)  # load the kernels first
         calls = python_calls(lambda: op(x))
     assert not [c for c in generator_frames(calls) if c[0] == "size_arguments.py"], calls
+
+
+@pytest.mark.parametrize("op", [lambda x: x * 2.0, lambda x: 1 + x, lambda x: x + x],
+                         ids=["tensor_number", "number_tensor", "same_shape"])
+def test_binary_operands_that_need_no_broadcast_check_skip_numpys_helper(x, op):
+    # A number is a 0-d tensor, which broadcasts against anything, and equal shapes need no
+    # check: np.broadcast_shapes (several Python calls) runs only for shapes that differ.
+    calls = python_calls(lambda: op(x))
+    assert not [c for c in calls if c[0].startswith("_stride_tricks")], calls
+    np.testing.assert_array_equal(op(x).numpy(), op(x.numpy()))
+
+
+def test_shapes_that_differ_are_still_checked(x):
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3, 4, 4\) and \(3,\) cannot be "
+                                         r"broadcast together"):
+        x + md.tensor([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((x - x[0]).numpy(), x.numpy() - x.numpy()[0])
