@@ -150,3 +150,17 @@ def test_a_bound_kernel_is_one_wrapper_with_the_thread_check_and_the_half_rule(p
         out = kernel(*arguments(x.astype(np.float16)))
         assert out.dtype == np.float16
         np.testing.assert_array_equal(out, kernel(*arguments(x)).astype(np.float16))
+
+
+def test_a_kernel_asked_for_per_call_is_made_once():
+    # Primitives that pick a kernel per call (relu_backward: serial or threaded) asked the
+    # loader every time, which imported the module again and wrapped the kernel again.
+    from python_calls import python_calls
+    first = loading._kernel("nn_kernels", "relu_backward")
+    assert loading._kernel("nn_kernels", "relu_backward") is first
+    calls = python_calls(lambda: loading._kernel("nn_kernels", "relu_backward"))
+    assert not [c for c in calls if "importlib" in c[0] or "bootstrap" in c[0]
+                or c[0] == "functools.py"], calls
+    grad, x = np.ones(4, np.float16), np.array([-1.0, 0.0, 0.5, 2.0], np.float16)
+    np.testing.assert_array_equal(first(grad, x), [0.0, 0.0, 1.0, 1.0])
+    assert first(grad, x).dtype == np.float16

@@ -80,8 +80,19 @@ _FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _kernel(module: str, name: str):
-    function = _loaded_kernel(module, name)
-    return half_through_float32(function) if module in _HALF_THROUGH_FLOAT32 else function
+    """Kernel ``name`` of ``module``, taking float16 as :func:`half_through_float32` where the
+    module computes values. Remembered once made: primitives that choose a kernel per call
+    (serial or threaded) ask on every call, and importing and wrapping again cost microseconds."""
+    function = _kernels_made.get((module, name))
+    if function is None or module not in _state["cache_checked"]:
+        function = _loaded_kernel(module, name)
+        if module in _HALF_THROUGH_FLOAT32:
+            function = half_through_float32(function)
+        _kernels_made[(module, name)] = function
+    return function
+
+
+_kernels_made: dict = {}  # (module, name) -> what _kernel returned
 
 
 def _loaded_kernel(module: str, name: str):
