@@ -631,7 +631,7 @@ def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
     channels = x.shape[1]
     empty = np.empty(0, dtype=x.dtype)  # stands in for a missing argument (never read)
     batch_stats = mean is None
-    y = np.empty_like(x)
+    y = np.empty(x.shape, x.dtype)  # as empty_like (x is contiguous), without its Python layer
     # mean, var, rstd as the rows of one array: one allocation and one cast back for the three
     # (a single-sample forward is a few microseconds of work, and each small array counts)
     stats = np.empty((3, channels), np.float64)
