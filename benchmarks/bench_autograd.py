@@ -9,6 +9,10 @@ Rows, each in its own child process (one thread):
 * ``tiny op fwd + bwd``: a chain of 2000 ops on 1-element tensors recorded and differentiated,
   divided by the op count: the per-op cost of recording and of the walk, where kernels cost
   nothing;
+* ``tiny op under no_grad``: the same chain's forward under ``no_grad``, per op: what an op costs
+  when it records nothing (eager inference);
+* ``small CNN model(x)``: ``bench_engine.py``'s single-sample row, the eval forward of its small
+  CNN with BatchNorm under ``no_grad``, one call;
 * ``step memory``: peak bytes traced (tracemalloc) during one MLP training step;
 * ``penalty step / plain step``: a WGAN-GP style step (gradient of the critic with respect to
   its input, recorded, then its norm penalised) against the plain step of the same MLP;
@@ -82,6 +86,13 @@ def chain():
     out.sum().backward()
 
 
+def chain_without_grad():
+    out = md.tensor(np.ones(1, np.float32))
+    with md.no_grad():
+        for _ in range(1000):
+            out = (out * 1.0001) + 0.0001
+
+
 def gradient():
     md.autograd.grad(nn.functional.cross_entropy(model(x), y), list(model.parameters()))
 
@@ -98,6 +109,12 @@ for row in rows:
         results[row] = per_second(plain_step)
     elif row == "tiny op fwd + bwd":
         results[row] = per_second(chain) / 2000
+    elif row == "tiny op under no_grad":
+        results[row] = per_second(chain_without_grad) / 2000
+    elif row == "small CNN model(x)":
+        sys.path.append(sys.argv[3])  # this checkout's benchmarks; minidl stays the tree's
+        from benchmarks.bench_engine import inference_call
+        results[row] = per_second(inference_call("minidl"))
     elif row == "step memory":
         plain_step()
         tracemalloc.start()
@@ -111,14 +128,16 @@ for row in rows:
 print(json.dumps(results))
 '''
 
-FIRST_ORDER = ["mlp step", "tiny op fwd + bwd", "step memory"]
+FIRST_ORDER = ["mlp step", "tiny op fwd + bwd", "tiny op under no_grad", "small CNN model(x)",
+               "step memory"]
 SECOND_ORDER = ["penalty step / plain step", "hvp / gradient"]
 
 
 def run(tree: Path, rows, seconds: float) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    output = subprocess.run([sys.executable, "-c", CHILD, str(seconds), ",".join(rows)],
+    output = subprocess.run([sys.executable, "-c", CHILD, str(seconds), ",".join(rows),
+                             str(ROOT)],
                             env=env, cwd=tempfile.gettempdir(), check=True,
                             capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])

@@ -32,10 +32,19 @@ sums them back to each input's shape, so no op has to repeat that bookkeeping.
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 
 from ..backend import composed, get_backend
 from . import tracing
-from .grad_mode import is_grad_enabled
+from .grad_mode import _mode as grad_mode_of_this_thread
+from .tensor import Tensor
+
+# needs_input_grad of an op that records nothing, by input count: one shared tuple rather than a
+# new one per op.
+_NO_GRADIENTS = tuple((False,) * n for n in range(8))
+# C-level getters for apply: mapping them over the inputs costs no Python frame per op, where a
+# generator expression or list comprehension costs one.
+_data_of, _requires_grad_of = attrgetter("data"), attrgetter("requires_grad")
 
 
 def _add_consumer(tensor, node) -> None:
@@ -114,29 +123,44 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **attrs):
         """Run the op on ``inputs`` (Tensors) and return the output Tensor."""
-        from .tensor import Tensor
-
+        # Every op of every step passes here, so its cost is paid per op: one pass over the
+        # inputs, no generator expressions, and no graph bookkeeping at all when nothing is
+        # recorded (grad mode off, as in inference, or no input requiring a gradient).
         device = inputs[0].device
+        grad_enabled = grad_mode_of_this_thread.enabled  # is_grad_enabled(), inline
+        any_needs_grad = False
         for tensor in inputs:
-            if tensor._view_version is not None and tensor._view_version != \
-                    tensor._version_cell[0] and tensor.requires_grad and is_grad_enabled():
-                raise RuntimeError(
-                    f"{cls.__name__}: an input is a view taken before its memory was edited in "
-                    f"place; its recorded history no longer describes its values. Take the "
-                    f"view again after the edit.")
             if tensor.device != device:
                 raise ValueError(
                     f"{cls.__name__}: inputs are on different devices "
                     f"({', '.join(t.device for t in inputs)}); move them with .to(device)")
+            if tensor.requires_grad:
+                any_needs_grad = True
+                if grad_enabled and tensor._view_version is not None and \
+                        tensor._view_version != tensor._version_cell[0]:
+                    raise RuntimeError(
+                        f"{cls.__name__}: an input is a view taken before its memory was "
+                        f"edited in place; its recorded history no longer describes its "
+                        f"values. Take the view again after the edit.")
         node = cls()
         node.backend = get_backend(device)
-        needs = tuple(t.requires_grad for t in inputs)
-        requires_grad = cls.differentiable and is_grad_enabled() and any(needs)
+        requires_grad = any_needs_grad and grad_enabled and cls.differentiable
         # Known before forward, so a forward can skip saving what no gradient will read
         # (MulFunction keeps a only when b needs a gradient); in-place edits of unsaved
         # tensors stay legal.
-        node.needs_input_grad = needs if requires_grad else (False,) * len(inputs)
-        out_data = node.forward(*(t.data for t in inputs), **attrs)
+        if requires_grad:
+            node.needs_input_grad = tuple(map(_requires_grad_of, inputs))
+        else:
+            node.needs_input_grad = _NO_GRADIENTS[len(inputs)] if len(inputs) < 8 \
+                else (False,) * len(inputs)
+        # One and two inputs (most ops) by index: unpacking an iterator costs more than the
+        # rest of this block.
+        if len(inputs) == 1:
+            out_data = node.forward(inputs[0].data, **attrs)
+        elif len(inputs) == 2:
+            out_data = node.forward(inputs[0].data, inputs[1].data, **attrs)
+        else:
+            out_data = node.forward(*map(_data_of, inputs), **attrs)
         out = Tensor._wrap(out_data, device, requires_grad)
         if node.output_is_view:
             out._version_cell = inputs[0]._version_cell
@@ -220,8 +244,6 @@ def constant_slope(node, grad):
     second derivative is 0 wherever it is defined, and the gradient stays differentiable in
     ``grad``.
     """
-    from .tensor import Tensor
-
     slopes = node.backward(composed.ones(node.backend, grad.shape, grad.dtype))
     if not isinstance(slopes, tuple):
         return grad * Tensor._wrap(slopes, grad.device)

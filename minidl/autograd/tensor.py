@@ -13,6 +13,8 @@ module only knows how a tensor is held and differentiated, and imports nothing a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..backend import canonical_device, get_backend
@@ -109,24 +111,25 @@ class Tensor:
     @classmethod
     def _wrap(cls, data, device: str, requires_grad: bool = False) -> "Tensor":
         """Wrap a backend array produced by an op, without copying or converting it."""
+        # Every op's output is made here, so the fields are set inline (no second call).
         tensor = object.__new__(Tensor)
-        tensor._hold(data, device, requires_grad)
+        # NumPy's ufuncs give a 0-d result as a scalar, which cannot be edited in place
+        # (x += 1 on a 0-d tensor): a tensor holds an array
+        tensor.data = np.asarray(data) if isinstance(data, np.generic) else data
+        tensor.device = device
+        tensor.requires_grad = requires_grad
+        tensor.grad = tensor._node = tensor._grad_hooks = None
+        tensor._version_cell = [0]
+        tensor._view_version = tensor._consumers = None
         return tensor
 
     def _hold(self, data, device: str, requires_grad: bool) -> None:
-        if isinstance(data, np.generic):
-            # NumPy's ufuncs give a 0-d result as a scalar, which cannot be edited in place
-            # (x += 1 on a 0-d tensor): a tensor holds an array
-            data = np.asarray(data)
-        self.data = data
-        self.device = device
-        self.requires_grad = requires_grad
-        self.grad = None
-        self._node = None
-        self._grad_hooks = None
-        self._version_cell = [0]
-        self._view_version = None
-        self._consumers = None
+        """Make this tensor, made without ``__init__`` (a subclass's constructor), hold
+        ``data`` as :meth:`_wrap`'s tensor would."""
+        wrapped = Tensor._wrap(data, device, requires_grad)
+        for slot in Tensor.__slots__:
+            if slot != "__weakref__":
+                setattr(self, slot, getattr(wrapped, slot))
 
     # -- what it is --------------------------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class Tensor:
 
     def numel(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.data.shape, dtype=np.int64))
+        return int(math.prod(self.data.shape))  # exact, and cheaper than np.prod per call
 
     def dim(self) -> int:
         return self.ndim

@@ -124,11 +124,14 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         # A NumPy array given where a Tensor belongs is taken as md.tensor would take it
-        # (dtype kept), so ``model(x)`` works on the arrays a data set holds.
-        if any(isinstance(a, np.ndarray) for a in args) \
-                or any(isinstance(v, np.ndarray) for v in kwargs.values()):
-            args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
-            kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        # (dtype kept), so ``model(x)`` works on the arrays a data set holds. A plain loop rather
+        # than any() over generators: every module call of every forward pays for this test.
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(value, np.ndarray):
+                args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+                kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v
+                          for k, v in kwargs.items()}
+                break
         if self._hooks:
             return call_with_hooks(self, self._hooks, args, kwargs, self._call_forward)
         # The same two lines as _call_forward, inline: a module call without hooks costs what

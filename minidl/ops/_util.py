@@ -106,18 +106,19 @@ def binary_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     if not a_tensor and not b_tensor:
         raise TypeError(f"{op}: expected at least one Tensor operand")
     # Fast paths for the common cases (same dtypes; a tensor and a number that does not raise
-    # its category), which every small op of a training step takes.
-    if a_tensor and b_tensor and a.dtype == b.dtype:
+    # its category), which every small op of a training step takes. The arrays' dtype and shape
+    # are read directly (what Tensor.dtype and Tensor.shape return): calls saved per op.
+    if a_tensor and b_tensor and a.data.dtype == b.data.dtype:
         pass
     elif a_tensor and type(b) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(b)] <= _category(
             a.dtype):
-        b = _scalar_tensor(b, a.dtype, a)
+        return a, _scalar_tensor(b, a.dtype, a)  # 0-d: broadcasts against any shape
     elif b_tensor and type(a) in _NUMBER_CATEGORY and _NUMBER_CATEGORY[type(a)] <= _category(
             b.dtype):
-        a = _scalar_tensor(a, b.dtype, b)
+        return _scalar_tensor(a, b.dtype, b), b
     else:
         a, b = promote_operands(a, b)
-    if a.shape != b.shape:
+    if a.data.shape != b.data.shape:
         broadcast_shape(op, a.shape, b.shape)
     return a, b
 

@@ -157,16 +157,17 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         else:
             padding = 0
     padding = int_pair(padding, "conv2d", "padding")
-    if x.ndim != 4:
-        raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x.shape}")
-    if weight.ndim != 4:
-        raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got {weight.shape}")
-    if groups < 1 or x.shape[1] % groups or weight.shape[0] % groups:
+    x_shape, w_shape = x.shape, weight.shape  # read once: each read is a call, per conv
+    if len(x_shape) != 4:
+        raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x_shape}")
+    if len(w_shape) != 4:
+        raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got {w_shape}")
+    if groups < 1 or x_shape[1] % groups or w_shape[0] % groups:
         raise ValueError(f"conv2d: groups={groups} must divide the input channels "
-                         f"({x.shape[1]}) and output channels ({weight.shape[0]})")
-    if weight.shape[1] * groups != x.shape[1]:
-        raise ValueError(f"conv2d: input of shape {x.shape} has {x.shape[1]} channels, weight "
-                         f"of shape {weight.shape} expects {weight.shape[1] * groups}")
+                         f"({x_shape[1]}) and output channels ({w_shape[0]})")
+    if w_shape[1] * groups != x_shape[1]:
+        raise ValueError(f"conv2d: input of shape {x_shape} has {x_shape[1]} channels, weight "
+                         f"of shape {w_shape} expects {w_shape[1] * groups}")
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
         raise ValueError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "
                          f"stride={stride}, dilation={dilation}, padding={padding}")

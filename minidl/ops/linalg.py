@@ -101,11 +101,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out_features, in_features) as in PyTorch."""
-    if weight.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out, in), got shape {weight.shape}")
-    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {x.shape} does not match weight of shape "
-                         f"{weight.shape} (expected last dimension {weight.shape[1]})")
+    x_shape, w_shape = x.shape, weight.shape  # read once: each read is a call, per layer
+    if len(w_shape) != 2:
+        raise ValueError(f"linear: weight must be 2-D (out, in), got shape {w_shape}")
+    if not x_shape or x_shape[-1] != w_shape[1]:
+        raise ValueError(f"linear: input of shape {x_shape} does not match weight of shape "
+                         f"{w_shape} (expected last dimension {w_shape[1]})")
     check_bias_and_dtype("linear", x, weight, bias)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return LinearFunction.apply(*inputs)

@@ -8,6 +8,8 @@ selected twice receives both gradients), a split for concatenation.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -218,32 +220,37 @@ class ToDeviceFunction(Function):
 # -- functional forms ----------------------------------------------------------------------------
 
 def reshape(a: Tensor, *shape) -> Tensor:
+    # Every flatten and view of a forward comes here: the sizes are checked with math.prod
+    # (exact Python ints, ~20x cheaper than np.prod on a short shape) and without generators.
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    shape = tuple(int(n) for n in shape)
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
-    known = int(np.prod([n for n in shape if n != -1]))
+    shape = tuple(map(int, shape))
+    old_shape = a.shape
+    size = math.prod(old_shape)
     if -1 in shape:
-        if known == 0 or a.numel() % known:
-            raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
-        shape = tuple(a.numel() // known if n == -1 else n for n in shape)
-    if any(n < 0 for n in shape) or int(np.prod(shape)) != a.numel():
-        raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} into {shape}")
-    if shape == a.shape:
+        if shape.count(-1) > 1:
+            raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+        known = -math.prod(shape)  # the other sizes' product (times the one -1)
+        if known <= 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {old_shape} into "
+                             f"{shape}")
+        shape = tuple([size // known if n == -1 else n for n in shape])
+    if (shape and min(shape) < 0) or math.prod(shape) != size:
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {old_shape} into {shape}")
+    if shape == old_shape:
         return a
     return ReshapeFunction.apply(a, shape=shape)
 
 
 def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if a.ndim == 0:
+    shape = a.shape
+    if not shape:
         return reshape(a, (1,))
-    start = normalize_axis("flatten", start_dim, a.ndim)
-    end = normalize_axis("flatten", end_dim, a.ndim)
+    start = normalize_axis("flatten", start_dim, len(shape))
+    end = normalize_axis("flatten", end_dim, len(shape))
     if start > end:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    merged = int(np.prod(a.shape[start:end + 1]))
-    return reshape(a, a.shape[:start] + (merged,) + a.shape[end + 1:])
+    return reshape(a, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
 
 
 def permute(a: Tensor, *axes) -> Tensor:

@@ -23,7 +23,9 @@ def int_pair(value, op: str, name: str) -> tuple[int, int]:
     """A 2-D size argument (an int for both axes, or a pair of ints) as ``(height, width)``;
     ValueError naming ``op`` and ``name`` otherwise."""
     pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) for v in pair):
+    # Two explicit tests rather than all(...) over a generator: every convolution and pooling
+    # call reads three or four of these, so their cost is per op.
+    if len(pair) != 2 or not (isinstance(pair[0], int) and isinstance(pair[1], int)):
         raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
     return pair
 

@@ -128,3 +128,45 @@ print(numba.get_num_threads())
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "1"]
+
+
+@pytest.mark.parametrize("module, half", [("conv", True), ("row_threads", False)])
+def test_a_bound_kernel_is_one_wrapper_with_the_thread_check_and_the_half_rule(module, half):
+    # The thread budget check and float16-through-float32 are decided once, when a primitive is
+    # bound, into one wrapper: each layer of wrapping was one more Python call per kernel call.
+    from python_calls import python_calls
+
+    class Owner:  # binds like NumbaCpuBackend's primitives, whichever of them are Kernels
+        col2im = loading.Kernel(module) if module == "conv" else None
+        softmax = loading.Kernel(module) if module == "row_threads" else None
+
+    primitive = "col2im" if module == "conv" else "softmax"
+    arguments = {"col2im": lambda x: (x.reshape(4, 4), (1, 1, 3, 3), (2, 2), (1, 1), (0, 0),
+                                      (1, 1)),
+                 "softmax": lambda x: (x, -1)}[primitive]
+    kernel = getattr(Owner, primitive)
+    assert getattr(Owner, primitive) is kernel  # bound once, on the class
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    kernel(*arguments(x))
+    calls = [c for c in python_calls(lambda: kernel(*arguments(x)))
+             if c[0] != "test_kernel_loading.py"]
+    assert [c[0] for c in calls[:2]] == ["loading.py", "threads.py"], calls
+    assert calls[2][0] != "loading.py", calls
+    if half:  # float16 in, float16 out, computed in float32
+        out = kernel(*arguments(x.astype(np.float16)))
+        assert out.dtype == np.float16
+        np.testing.assert_array_equal(out, kernel(*arguments(x)).astype(np.float16))
+
+
+def test_a_kernel_asked_for_per_call_is_made_once():
+    # Primitives that pick a kernel per call (relu_backward: serial or threaded) asked the
+    # loader every time, which imported the module again and wrapped the kernel again.
+    from python_calls import python_calls
+    first = loading._kernel("nn_kernels", "relu_backward")
+    assert loading._kernel("nn_kernels", "relu_backward") is first
+    calls = python_calls(lambda: loading._kernel("nn_kernels", "relu_backward"))
+    assert not [c for c in calls if "importlib" in c[0] or "bootstrap" in c[0]
+                or c[0] == "functools.py"], calls
+    grad, x = np.ones(4, np.float16), np.array([-1.0, 0.0, 0.5, 2.0], np.float16)
+    np.testing.assert_array_equal(first(grad, x), [0.0, 0.0, 1.0, 1.0])
+    assert first(grad, x).dtype == np.float16

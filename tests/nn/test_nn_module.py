@@ -225,3 +225,15 @@ def test_a_zero_dimensional_parameter_keeps_its_shape():
     p = nn.Parameter(np.float32(1.5))
     assert p.shape == ()
     assert p.item() == 1.5
+
+
+def test_a_module_call_on_tensors_enters_no_generator_expression():
+    # Every layer of every forward passes through Module.__call__: its test for NumPy arrays
+    # among the arguments is a plain loop, not a generator per call.
+    from python_calls import generator_frames, python_calls
+    layer = nn.ReLU()
+    x = md.tensor(np.array([-1.0, 2.0], np.float32))
+    layer(x)
+    calls = python_calls(lambda: layer(x))
+    assert not [c for c in generator_frames(calls) if c[0] == "module.py"], calls
+    assert layer(np.array([-1.0, 2.0], np.float32)).numpy().tolist() == [0.0, 2.0]

@@ -81,6 +81,24 @@ _FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _kernel(module: str, name: str):
+    """Kernel ``name`` of ``module``, taking float16 as :func:`half_through_float32` where the
+    module computes values. Remembered once made: primitives that choose a kernel per call
+    (serial or threaded) ask on every call, and importing and wrapping again cost microseconds."""
+    function = _kernels_made.get((module, name))
+    if function is None or module not in _state["cache_checked"]:
+        function = _loaded_kernel(module, name)
+        if module in _HALF_THROUGH_FLOAT32:
+            function = half_through_float32(function)
+        _kernels_made[(module, name)] = function
+    return function
+
+
+_kernels_made: dict = {}  # (module, name) -> what _kernel returned
+
+
+def _loaded_kernel(module: str, name: str):
+    """The function ``name`` of kernel module ``module``, loading the kernels (and saying once
+    that they compile, on a first run) if this is the first."""
     load_kernels()
     kernel_module = importlib.import_module(f"{__package__}.{module}")
     if module not in _state["cache_checked"]:
@@ -89,8 +107,7 @@ def _kernel(module: str, name: str):
             _state["said_compiling"] = True
             print("minidl: compiling kernels (first run only; later runs load them from "
                   "Numba's cache)...", file=sys.stderr, flush=True)
-    function = getattr(kernel_module, name)
-    return half_through_float32(function) if module in _HALF_THROUGH_FLOAT32 else function
+    return getattr(kernel_module, name)
 
 
 def not_cached(kernel_module) -> bool:
@@ -117,10 +134,14 @@ def half_through_float32(function):
     def kernel(*args):
         if getattr(args[0], "dtype", None) != _FLOAT16:
             return function(*args)
-        widened = [a.astype(_FLOAT32) if getattr(a, "dtype", None) == _FLOAT16 else a
-                   for a in args]
-        return _round_to_half(function(*widened))
+        return _through_float32(function, args)
     return kernel
+
+
+def _through_float32(function, args):
+    """``function(*args)`` with float16 arrays widened to float32, its result rounded back."""
+    widened = [a.astype(_FLOAT32) if getattr(a, "dtype", None) == _FLOAT16 else a for a in args]
+    return _round_to_half(function(*widened))
 
 
 def _round_to_half(result):
@@ -144,19 +165,32 @@ class Kernel:
     def __get__(self, instance, owner):
         if self.stand_in is not None and not _state["loaded"] and _state["stand_ins"]:
             return self.stand_in
-        function = within_thread_budget(_kernel(self.module, self.name))
+        function = bound_kernel(_loaded_kernel(self.module, self.name),
+                                self.module in _HALF_THROUGH_FLOAT32)
         setattr(owner, self.name, staticmethod(function))  # later lookups skip this descriptor
         return function
 
 
-def within_thread_budget(function):
-    """``function`` (a kernel) giving its calling thread ``md.set_num_threads``'s count first:
-    Numba's count is per thread (see :mod:`..threads`)."""
+def bound_kernel(function, half_through_float32: bool):
+    """``function`` (a kernel) as the backend calls it: giving its calling thread
+    ``md.set_num_threads``'s count first (Numba's count is per thread, see :mod:`..threads`)
+    and, for the modules that compute values, taking float16 through float32 (as
+    :func:`half_through_float32`). One wrapper per binding, decided once here: a kernel is
+    called per op, and each layer of wrapping is one more Python call on every one."""
+    if not half_through_float32:
+        @functools.wraps(function)
+        def kernel(*args, **kwargs):
+            follow_in_this_thread()
+            return function(*args, **kwargs)
+        return kernel
+
     @functools.wraps(function)
-    def kernel(*args, **kwargs):
+    def kernel_taking_half(*args):
         follow_in_this_thread()
-        return function(*args, **kwargs)
-    return kernel
+        if getattr(args[0], "dtype", None) != _FLOAT16:
+            return function(*args)
+        return _through_float32(function, args)
+    return kernel_taking_half
 
 
 def _numpy_serves(work: int) -> bool:

@@ -1,0 +1,53 @@
+"""What the ops cost in Python per call, counted (never timed): the argument handling of shape
+and window ops enters no NumPy Python helper and no generator expression."""
+
+import numpy as np
+import pytest
+
+import minidl as md
+from minidl.nn import functional as F
+from python_calls import generator_frames, python_calls
+
+
+@pytest.fixture
+def x():
+    return md.tensor(np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4))
+
+
+@pytest.mark.parametrize("op", [lambda x: x.reshape(6, 16), lambda x: x.reshape(-1, 4),
+                                lambda x: md.flatten(x, 1), lambda x: x.numel()],
+                         ids=["reshape", "reshape_inferred", "flatten", "numel"])
+def test_sizes_are_computed_without_numpys_python_helpers(x, op):
+    # np.prod runs NumPy's Python-level wrappers (fromnumeric.py): microseconds for a few ints.
+    expected = op(x)
+    calls = python_calls(lambda: op(x))
+    assert not [c for c in calls if c[0] == "fromnumeric.py"], calls
+    assert expected == 96 if isinstance(expected, int) else expected.numel() == 96
+
+
+@pytest.mark.parametrize("op", [lambda x: F.max_pool2d(x, 2),
+                                lambda x: F.avg_pool2d(x, (2, 2), 1, 1),
+                                lambda x: F.conv2d(x, md.ones(5, 3, 3, 3), None, 1, (1, 1))],
+                         ids=["max_pool2d", "avg_pool2d", "conv2d"])
+def test_window_arguments_are_read_without_generator_frames(x, op):
+    with md.no_grad():
+        op(x)  # load the kernels first
+        calls = python_calls(lambda: op(x))
+    assert not [c for c in generator_frames(calls) if c[0] == "size_arguments.py"], calls
+
+
+@pytest.mark.parametrize("op", [lambda x: x * 2.0, lambda x: 1 + x, lambda x: x + x],
+                         ids=["tensor_number", "number_tensor", "same_shape"])
+def test_binary_operands_that_need_no_broadcast_check_skip_numpys_helper(x, op):
+    # A number is a 0-d tensor, which broadcasts against anything, and equal shapes need no
+    # check: np.broadcast_shapes (several Python calls) runs only for shapes that differ.
+    calls = python_calls(lambda: op(x))
+    assert not [c for c in calls if c[0].startswith("_stride_tricks")], calls
+    np.testing.assert_array_equal(op(x).numpy(), op(x.numpy()))
+
+
+def test_shapes_that_differ_are_still_checked(x):
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3, 4, 4\) and \(3,\) cannot be "
+                                         r"broadcast together"):
+        x + md.tensor([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((x - x[0]).numpy(), x.numpy() - x.numpy()[0])
