@@ -29,13 +29,14 @@ from minidl.backend.primitives import ALL_PRIMITIVES
 
 def softmax_composed(be, x, axis):
     shifted = be.sub(x, be.max(x, axis=axis, keepdims=True))
-    exps = be.exp(shifted)
+    exps = be.math_function(shifted, "exp")
     return be.div(exps, be.sum(exps, axis=axis, keepdims=True))
 
 
 def log_softmax_composed(be, x, axis):
     shifted = be.sub(x, be.max(x, axis=axis, keepdims=True))
-    return be.sub(shifted, be.log(be.sum(be.exp(shifted), axis=axis, keepdims=True)))
+    total = be.sum(be.math_function(shifted, "exp"), axis=axis, keepdims=True)
+    return be.sub(shifted, be.math_function(total, "log"))
 
 
 def relu_composed(be, x):
@@ -57,7 +58,7 @@ def layer_norm_composed(be, x, weight, bias, eps):
     mean = be.div(be.sum(x, axis=(1,), keepdims=True), width)
     centered = be.sub(x, mean)
     var = be.div(be.sum(be.mul(centered, centered), axis=(1,), keepdims=True), width)
-    rstd = be.div(1.0, be.sqrt(be.add(var, eps)))
+    rstd = be.div(1.0, be.math_function(be.add(var, eps), "sqrt"))
     return be.add(be.mul(be.mul(centered, rstd), weight), bias)
 
 
@@ -96,7 +97,7 @@ def cross_entropy_backward_composed(be, grad_losses, log_probs, targets, ignore_
                                     smoothing):
     # (softmax - one_hot(target))·grad per row
     picked = be.one_hot(targets, log_probs.shape[1], log_probs.dtype)
-    return be.mul(be.sub(be.exp(log_probs), picked),
+    return be.mul(be.sub(be.math_function(log_probs, "exp"), picked),
                   be.reshape(grad_losses, (log_probs.shape[0], 1)))
 
 

@@ -197,7 +197,7 @@ def batch_norm_forward(be, x, weight, bias, mean, var, eps):
     else:
         mean, var = be.copy(be.astype(mean, x.dtype)), be.copy(be.astype(var, x.dtype))
         centered = be.sub(x, be.reshape(mean, _CHANNELS))
-    rstd = be.div(1.0, be.sqrt(be.add(var, float(eps))))
+    rstd = be.div(1.0, be.math_function(be.add(var, float(eps)), "sqrt"))
     y = be.mul(centered, be.reshape(rstd, _CHANNELS))
     if weight is not None:
         y = be.mul(y, be.reshape(weight, _CHANNELS))

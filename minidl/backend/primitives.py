@@ -219,26 +219,13 @@ class Backend:
         raise NotImplementedError
 
     @staticmethod
-    def exp(a):
-        """e^a (floating a)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def log(a):
-        """Natural log (floating a; -inf at 0, nan below)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def sqrt(a):
-        """Square root (floating a; nan below 0)."""
-        raise NotImplementedError
-
-    @staticmethod
     def math_function(a, name):
         """Python's ``math.<name>`` of every element of floating a, in a's dtype, for ``name`` in
-        :data:`MATH_FUNCTIONS` (the trigonometric and hyperbolic functions, tanh among them,
-        their inverses, and erf). As NumPy: nan outside a function's domain (asin of 2, sin of
-        inf), ±inf at a pole (atanh of ±1) and where sinh/cosh overflow. ValueError naming
+        :data:`MATH_FUNCTIONS` (exp, log and sqrt; the trigonometric and hyperbolic functions,
+        tanh among them, their inverses; and erf). One primitive for all of them, because a
+        device implements each the same way: one elementwise pass over a scalar function. As
+        NumPy: nan outside a function's domain (log or sqrt below 0, asin of 2, sin of inf), ±inf
+        at a pole (log of 0, atanh of ±1) and where exp/sinh/cosh overflow. ValueError naming
         ``name`` otherwise."""
         raise NotImplementedError
 
@@ -623,8 +610,8 @@ ALL_PRIMITIVES = _primitive_names()
 """The names of every primitive, in the contract's order."""
 
 
-MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-                  "acosh", "atanh", "erf")
+MATH_FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+                  "cosh", "tanh", "asinh", "acosh", "atanh", "erf")
 """The names :meth:`Backend.math_function` takes (Python's ``math`` module spells them so)."""
 
 

@@ -255,7 +255,8 @@ def _fold_batch_norms(steps, slots, constant_slots, output_slots) -> list:
         weight = slots[source.inputs[1]]
         dtype = weight.dtype
         # s = γ/√(σ²+ε) per output channel; W' = W·s, b' = (b - μ)·s + β.
-        scale = be.div(1, be.sqrt(be.add(be.astype(step.attrs["var"], dtype), step.attrs["eps"])))
+        variance = be.add(be.astype(step.attrs["var"], dtype), step.attrs["eps"])
+        scale = be.div(1, be.math_function(variance, "sqrt"))
         if len(step.inputs) == 3:
             scale = be.mul(scale, slots[step.inputs[1]])
         bias = slots[source.inputs[2]] if len(source.inputs) == 3 else be.zeros(scale.shape, dtype)

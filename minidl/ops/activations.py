@@ -21,7 +21,8 @@ def _bool(mask, like: Tensor) -> Tensor:
 
 def _softplus(be, z):
     # log(1 + eᶻ) = max(z, 0) + log(1 + e^-|z|): the exponent is never positive, so no overflow.
-    return be.add(be.relu(z), be.log(be.add(be.exp(composed.neg(be, be.abs(z))), 1.0)))
+    decaying = be.math_function(composed.neg(be, be.abs(z)), "exp")
+    return be.add(be.relu(z), be.math_function(be.add(decaying, 1.0), "log"))
 
 
 class LeakyReluFunction(Function):
@@ -45,11 +46,11 @@ def _expm1(be, z):
     rounded, (u - 1)·z / ln u is within a few ulps of eᶻ - 1, because the rounding error of u
     cancels between u - 1 and ln u; where u rounds to 1, z itself is the answer, and where u
     is 0 (z below about -104 in float32, -inf included) the answer is -1."""
-    u = be.exp(z)
+    u = be.math_function(z, "exp")
     u_minus_1 = be.sub(u, 1.0)
     is_one, is_zero = be.equal(u, 1.0), be.equal(u, 0.0)
     # any value away from 1 and 0 where those branches are taken: they are not used
-    log_u = be.log(be.where(composed.logical_or(be, is_one, is_zero), 2.0, u))
+    log_u = be.math_function(be.where(composed.logical_or(be, is_one, is_zero), 2.0, u), "log")
     kahan = be.mul(u_minus_1, be.div(z, log_u))
     return be.where(is_one, z, be.where(is_zero, -1.0, kahan))
 

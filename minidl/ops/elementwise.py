@@ -155,7 +155,7 @@ class PowFunction(Function):
         # Where b = 0 the base is replaced by 1, so the product is b · 1 = 0 without a 0^-1.
         base = be.where(be.equal(self.b, 0), self.a.dtype.type(1), self.a)
         grad_a = be.mul(grad, be.mul(self.b, be.power(base, be.sub(self.b, 1))))
-        safe_log = be.log(be.where(composed.greater(be, self.a, 0), self.a, 1))
+        safe_log = be.math_function(be.where(composed.greater(be, self.a, 0), self.a, 1), "log")
         grad_b = be.mul(grad, be.mul(self.out, safe_log))
         return grad_a, grad_b
 
@@ -170,7 +170,7 @@ class PowFunction(Function):
 
 class ExpFunction(Function):
     def forward(self, a):
-        self.out = self.backend.exp(a)
+        self.out = self.backend.math_function(a, "exp")
         return self.out
 
     def backward(self, grad):
@@ -183,7 +183,7 @@ class ExpFunction(Function):
 class LogFunction(Function):
     def forward(self, a):
         self.a = a
-        return self.backend.log(a)
+        return self.backend.math_function(a, "log")
 
     def backward(self, grad):
         return self.backend.div(grad, self.a)
@@ -195,7 +195,7 @@ class LogFunction(Function):
 class SqrtFunction(Function):
     # d sqrt(a)/da = 1 / (2 sqrt(a))
     def forward(self, a):
-        self.out = self.backend.sqrt(a)
+        self.out = self.backend.math_function(a, "sqrt")
         return self.out
 
     def backward(self, grad):

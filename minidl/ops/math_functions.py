@@ -22,6 +22,9 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 # on arrays) or _OnTensors (for gradients of gradients, recorded on Tensors). One formula each,
 # so the two backward forms cannot disagree.
 DERIVATIVES = {
+    "exp": lambda m, a: m.math_function(a, "exp"),
+    "log": lambda m, a: m.div(1.0, a),
+    "sqrt": lambda m, a: m.mul(m.power(a, -0.5), 0.5),
     "sin": lambda m, a: m.math_function(a, "cos"),
     "cos": lambda m, a: m.mul(m.math_function(a, "sin"), -1.0),
     "tan": lambda m, a: m.add(m.power(m.math_function(a, "tan"), 2.0), 1.0),
@@ -34,14 +37,15 @@ DERIVATIVES = {
     "asinh": lambda m, a: m.power(m.add(m.mul(a, a), 1.0), -0.5),
     "acosh": lambda m, a: m.power(m.sub(m.mul(a, a), 1.0), -0.5),
     "atanh": lambda m, a: m.div(1.0, m.sub(1.0, m.mul(a, a))),
-    "erf": lambda m, a: m.mul(m.exp(m.mul(m.mul(a, a), -1.0)), _TWO_OVER_SQRT_PI),
+    "erf": lambda m, a: m.mul(m.math_function(m.mul(m.mul(a, a), -1.0), "exp"),
+                              _TWO_OVER_SQRT_PI),
 }
 
 
 class _OnTensors:
     """The operations DERIVATIVES uses, as differentiable ops on Tensors."""
 
-    add, sub, mul, div, exp, power = ew.add, ew.sub, ew.mul, ew.div, ew.exp, ew.pow
+    add, sub, mul, div, power = ew.add, ew.sub, ew.mul, ew.div, ew.pow
 
     @staticmethod
     def math_function(a, name):
@@ -76,9 +80,10 @@ def _math_op(name: str):
 sin, cos, tan = _math_op("sin"), _math_op("cos"), _math_op("tan")
 asin, acos, atan = _math_op("asin"), _math_op("acos"), _math_op("atan")
 sinh, cosh = _math_op("sinh"), _math_op("cosh")
-# tanh is an op of its own (ops/elementwise.py), whose gradient 1 - tanh² reads its output
-# instead of computing tanh again; it computes through math_function(a, "tanh") all the same.
-tanh = ew.tanh
+# exp, sqrt and tanh are ops of their own (ops/elementwise.py), whose gradients read their output
+# (e^a, ½/√a, 1 - tanh²) instead of computing the function again, and log's is 1/a with no
+# function at all; they compute through math_function(a, name) all the same.
+exp, log, sqrt, tanh = ew.exp, ew.log, ew.sqrt, ew.tanh
 asinh, acosh, atanh = _math_op("asinh"), _math_op("acosh"), _math_op("atanh")
 erf = _math_op("erf")
 

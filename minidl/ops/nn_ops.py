@@ -42,7 +42,7 @@ class LogSoftmaxFunction(Function):
     def backward(self, grad):
         be = self.backend
         total = be.sum(grad, axis=self.axis, keepdims=True)
-        return be.sub(grad, be.mul(be.exp(self.out), total))
+        return be.sub(grad, be.mul(be.math_function(self.out, "exp"), total))
 
     def differentiable_backward(self, grad, output):
         from .elementwise import exp
@@ -304,8 +304,9 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
     def forward(self, x, y, pos_weight=None):
         be = self.backend
         self.x, self.y, self.pos_weight = x, y, pos_weight
+        decaying = be.math_function(composed.neg(be, be.abs(x)), "exp")
         self.softplus_neg = be.add(be.relu(composed.neg(be, x)),
-                                   be.log(be.add(be.exp(composed.neg(be, be.abs(x))), 1)))
+                                   be.math_function(be.add(decaying, 1), "log"))
         self.log_weight = composed.ones_like(be, y) if pos_weight is None else be.add(
             be.mul(be.sub(pos_weight, 1), y), 1)
         return be.add(be.mul(be.sub(1, y), x), be.mul(self.log_weight, self.softplus_neg))

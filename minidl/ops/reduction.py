@@ -297,7 +297,7 @@ class StdFunction(Function):
     """
 
     def forward(self, variance):
-        self.out = self.backend.sqrt(variance)
+        self.out = self.backend.math_function(variance, "sqrt")
         return self.out
 
     def backward(self, grad):

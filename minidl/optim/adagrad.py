@@ -44,7 +44,8 @@ class Adagrad(Optimizer):
         grad = effective_grad(be, param, grad, group)
         rate = group["lr"] / (1.0 + (slots["step"] - 1) * group["lr_decay"])
         be.assign_(slots["sum"], be.add(slots["sum"], be.mul(grad, grad)))
-        step_(be, param, be.div(grad, be.add(be.sqrt(slots["sum"]), group["eps"])), rate)
+        root = be.math_function(slots["sum"], "sqrt")
+        step_(be, param, be.div(grad, be.add(root, group["eps"])), rate)
 
 
 class Adadelta(Optimizer):
@@ -79,7 +80,7 @@ class Adadelta(Optimizer):
         grad = effective_grad(be, param, grad, group)
         rho, eps = group["rho"], group["eps"]
         running_average_(be, slots["square_avg"], be.mul(grad, grad), rho)
-        std = be.sqrt(be.add(slots["square_avg"], eps))
-        delta = be.mul(be.div(be.sqrt(be.add(slots["acc_delta"], eps)), std), grad)
+        std = be.math_function(be.add(slots["square_avg"], eps), "sqrt")
+        delta = be.mul(be.div(be.math_function(be.add(slots["acc_delta"], eps), "sqrt"), std), grad)
         running_average_(be, slots["acc_delta"], be.mul(delta, delta), rho)
         step_(be, param, delta, group["lr"])

@@ -59,7 +59,8 @@ class NAdam(Optimizer):
         product = slots["mu_product"]
         running_average_(be, slots["exp_avg"], grad, beta1)
         running_average_(be, slots["exp_avg_sq"], be.mul(grad, grad), beta2)
-        denom = be.add(be.sqrt(be.div(slots["exp_avg_sq"], 1.0 - beta2 ** step)), eps)
+        corrected_square = be.div(slots["exp_avg_sq"], 1.0 - beta2 ** step)
+        denom = be.add(be.math_function(corrected_square, "sqrt"), eps)
         step_(be, param, be.div(grad, denom), lr * (1.0 - mu) / (1.0 - product))
         step_(be, param, be.div(slots["exp_avg"], denom), lr * mu_next / (1.0 - product * mu_next))
 
@@ -108,8 +109,8 @@ class RAdam(Optimizer):
             step_(be, param, corrected, lr)
             return
         rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
-        adaptive = be.div(math.sqrt(correction2), be.add(be.sqrt(slots["exp_avg_sq"]),
-                                                         group["eps"]))
+        root = be.math_function(slots["exp_avg_sq"], "sqrt")
+        adaptive = be.div(math.sqrt(correction2), be.add(root, group["eps"]))
         step_(be, param, be.mul(corrected, adaptive), lr * rect)
 
 

@@ -54,9 +54,9 @@ class RMSprop(Optimizer):
         if group["centered"]:
             running_average_(be, slots["grad_avg"], grad, group["alpha"])
             mean = slots["grad_avg"]
-            scale = be.sqrt(be.sub(slots["square_avg"], be.mul(mean, mean)))
+            scale = be.math_function(be.sub(slots["square_avg"], be.mul(mean, mean)), "sqrt")
         else:
-            scale = be.sqrt(slots["square_avg"])
+            scale = be.math_function(slots["square_avg"], "sqrt")
         normalized = be.div(grad, be.add(scale, group["eps"]))
         if group["momentum"] > 0:
             buffer = slots["momentum_buffer"]

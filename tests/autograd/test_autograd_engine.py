@@ -247,7 +247,7 @@ def test_checker_accepts_a_correct_rule_and_rejects_a_wrong_one():
 
     class WrongExp(md.autograd.function.Function):
         def forward(self, a):
-            self.out = self.backend.exp(a)
+            self.out = self.backend.math_function(a, "exp")
             return self.out
 
         def backward(self, grad):

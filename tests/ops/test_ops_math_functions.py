@@ -1,5 +1,6 @@
-"""The math-function ops (sin ... atanh, erf): values as Python's math module, first and second
-derivatives against finite differences, errors for integer input and unknown names."""
+"""The math-function ops (exp, log, sqrt, sin ... atanh, erf): values as Python's math module,
+first and second derivatives against finite differences, errors for integer input and unknown
+names."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from minidl.ops import math_functions as mf
 
 # Inside each function's domain, away from its poles and edges.
 INPUTS = {"asin": [-0.7, 0.1, 0.6], "acos": [-0.7, 0.1, 0.6], "atanh": [-0.7, 0.1, 0.6],
-          "acosh": [1.3, 2.0, 3.5], "tan": [-1.0, 0.2, 1.1]}
+          "acosh": [1.3, 2.0, 3.5], "tan": [-1.0, 0.2, 1.1], "log": [0.3, 1.0, 2.5],
+          "sqrt": [0.3, 1.0, 2.5]}
 DEFAULT = [-1.5, -0.2, 0.4, 1.8]
 
 

@@ -203,9 +203,9 @@ def erf(a):
     return math.erf(a)
 
 
-_MATH_FUNCTIONS = {"sin": sin, "cos": cos, "tan": tan, "asin": asin, "acos": acos, "atan": atan,
-                   "sinh": sinh, "cosh": cosh, "tanh": tanh, "asinh": asinh, "acosh": acosh,
-                   "atanh": atanh, "erf": erf}
+_MATH_FUNCTIONS = {"exp": exp, "log": log, "sqrt": sqrt, "sin": sin, "cos": cos, "tan": tan,
+                   "asin": asin, "acos": acos, "atan": atan, "sinh": sinh, "cosh": cosh,
+                   "tanh": tanh, "asinh": asinh, "acosh": acosh, "atanh": atanh, "erf": erf}
 
 
 def sigmoid(a):

@@ -88,22 +88,11 @@ def power(a, b):
     return np.power(a, b)
 
 
-def exp(a):
-    return np.exp(a)
-
-
-def log(a):
-    return np.log(a)
-
-
-def sqrt(a):
-    return np.sqrt(a)
-
-
 # math_function's names -> NumPy's ufunc of the same function.
-_NUMPY_MATH = {"sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-               "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
-               "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+_NUMPY_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+               "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+               "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+               "acosh": np.arccosh, "atanh": np.arctanh}
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf ufunc
 
 

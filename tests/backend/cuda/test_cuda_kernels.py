@@ -245,7 +245,7 @@ def test_floor_division_and_remainder_follow_pythons_signs_including_zero_diviso
         same("remainder", *ints, exact=True)
 
 
-@pytest.mark.parametrize("fn", ["exp", "log", "sqrt", "sigmoid", "relu", "abs"])
+@pytest.mark.parametrize("fn", ["sigmoid", "relu", "abs"])  # exp, log, sqrt: math_function
 def test_unary_math_matches_numpy_including_domain_edges(fn):
     x = np.array([-800.0, -3.0, -0.5, 0.0, 0.5, 2.0, 800.0, np.inf, -np.inf, np.nan], np.float32)
     with np.errstate(all="ignore"):

@@ -43,7 +43,7 @@ def test_the_launch_counter_counts_each_kernel_launch_by_name(counter):
     be = get_backend("cuda")
     x = be.full((3,), 1.0, "float32")
     counter.launches.clear()
-    be.exp(be.exp(x))
+    be.math_function(be.math_function(x, "exp"), "exp")
     assert sum(counter.launches.values()) == 2 and len(counter.launches) == 1, counter.launches
 
 
