@@ -64,7 +64,7 @@ class NumbaCpuBackend(ReferenceBackend):
     relu_backward = staticmethod(elementwise.relu_backward)
     sum = staticmethod(reductions.sum)  # NumPy, or Numba's threads for large leading-axes sums
     index_add = staticmethod(reductions.index_add)  # and for embedding gradients
-    math_function = Kernel("nn_kernels")  # erf compiled; the others NumPy's, as the reference
+    math_function = staticmethod(elementwise.math_function)  # erf compiled; the others NumPy's
     gelu_forward = Kernel("nn_kernels")
     gelu_backward = Kernel("nn_kernels")
     layer_norm_forward = Kernel("row_threads")

@@ -1,6 +1,6 @@
 """Add, subtract, multiply, compare (``less``), select (``where``), ReLU and ReLU's gradient:
 NumPy's ufuncs (and the one-thread ReLU gradient kernel), or Numba's threads for large float
-arrays.
+arrays; and the math functions, NumPy's but for erf.
 
 NumPy's ufuncs run on one thread, and between the matrix products of a training step these
 passes over memory (bias adds, residual adds, activations and their gradients) are a large share
@@ -142,6 +142,15 @@ def relu(a):
     out = np.empty(a.shape, a.dtype)
     _threads("relu_spans")(a.reshape(-1), out.reshape(-1))
     return out
+
+
+def math_function(a, name):
+    """:meth:`Backend.math_function`: the reference's NumPy ufuncs, and erf as :mod:`.nn_kernels`'
+    compiled loop (NumPy has no erf ufunc: the reference calls Python's ``math.erf`` per
+    element). Numba is imported for erf only, so an exp or a log never waits for it."""
+    if name != "erf":
+        return array_ops.math_function(a, name)
+    return loading._kernel("nn_kernels", "math_function")(a, name)
 
 
 def relu_backward(grad, x):

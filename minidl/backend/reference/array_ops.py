@@ -96,7 +96,15 @@ _NUMPY_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "co
 _erf = np.vectorize(math.erf, otypes=[np.float64])  # NumPy has no erf ufunc
 
 
+# The hot three (softmax, losses, optimizers) are called as bare ufuncs, as they were when each
+# was a primitive of its own: an errstate context costs more than exp of a small array.
+_BARE_UFUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt}
+
+
 def math_function(a, name):
+    bare = _BARE_UFUNCS.get(name)
+    if bare is not None:
+        return bare(a)
     check_math_function(name)
     if name == "erf":
         # math.erf is exact to double precision; computing in float64 and rounding once keeps
