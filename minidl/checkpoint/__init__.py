@@ -14,12 +14,12 @@ Everything here is built on :mod:`minidl.io` (the file format) and on the
 ``state_dict()``/``load_state_dict()`` protocol of modules, optimizers and readers.
 """
 
-from minidl.checkpoint.checkpoint import (
+from .checkpoint import (
     Checkpoint, RestoreInfo, StagedCheckpoint, StateMismatchError)
-from minidl.checkpoint.latest import latest_checkpoint
-from minidl.checkpoint.manager import CheckpointManager
-from minidl.checkpoint.sharded import merge_checkpoint
-from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
+from .latest import latest_checkpoint
+from .manager import CheckpointManager
+from .sharded import merge_checkpoint
+from .retention import CheckpointRecord, RetentionPolicy
 
 __all__ = ["Checkpoint", "CheckpointManager", "RestoreInfo", "StagedCheckpoint",
            "StateMismatchError", "RetentionPolicy", "CheckpointRecord", "latest_checkpoint",

@@ -38,18 +38,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minidl import random as md_random
-from minidl.checkpoint import naming, sharded
-from minidl.checkpoint.data_parallel import rng_for_this_rank
-from minidl.checkpoint.formats import CHECKPOINT_FORMAT, CHECKPOINT_KIND
-from minidl.io.state_tree import (
+from .. import random as md_random
+from . import naming, sharded
+from .data_parallel import rng_for_this_rank
+from .formats import CHECKPOINT_FORMAT, CHECKPOINT_KIND
+from ..io.state_tree import (
     copy_arrays_into, copy_state, from_storable, to_storable)
-from minidl.io import (
+from ..io import (
     CheckpointError, CorruptFileError, decode_value, encode_value, read_file, write_file)
-from minidl.nn.module import Module, StateDictMismatchError
-from minidl.optim.optimizer import Optimizer
-from minidl.placement import check_map_location, mapped_device
-from minidl.validation import check_number
+from ..nn.module import Module, StateDictMismatchError
+from ..optim.optimizer import Optimizer
+from ..placement import check_map_location, mapped_device
+from ..validation import check_number
 
 _REQUIRED_FIELDS = ("checkpoint_format", "step", "metadata", "objects", "rng")
 

@@ -18,9 +18,9 @@ generator state. The directory must be shared by every rank (one file system).
 
 from __future__ import annotations
 
-from minidl import distributed as dist
-from minidl import random as md_random
-from minidl.io import CheckpointError
+from .. import distributed as dist
+from .. import random as md_random
+from ..io import CheckpointError
 
 
 def writer_rank(is_writer) -> bool:

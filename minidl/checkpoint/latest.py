@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from minidl.checkpoint import naming
+from . import naming
 
 _STEP_IN_NAME = re.compile(r"-step(\d+)" + re.escape(naming.EXTENSION) + r"$")
 

@@ -32,17 +32,17 @@ import os
 import threading
 import time
 
-from minidl import distributed as dist
-from minidl import user_warnings
-from minidl.checkpoint import data_parallel, naming, sharded, task_claims
-from minidl.checkpoint.async_writer import BackgroundWriter
-from minidl.checkpoint.checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
-from minidl.checkpoint.retention import CheckpointRecord, RetentionPolicy
-from minidl.io import CheckpointError, MissingFileError, read_header
-from minidl.io.errors import printable
-from minidl.io.atomic import temp_is_abandoned
-from minidl.placement import check_map_location
-from minidl.validation import check_non_negative_int, check_number
+from .. import distributed as dist
+from .. import user_warnings
+from . import data_parallel, naming, sharded, task_claims
+from .async_writer import BackgroundWriter
+from .checkpoint import Checkpoint, RestoreInfo, StagedCheckpoint
+from .retention import CheckpointRecord, RetentionPolicy
+from ..io import CheckpointError, MissingFileError, read_header
+from ..io.errors import printable
+from ..io.atomic import temp_is_abandoned
+from ..placement import check_map_location
+from ..validation import check_non_negative_int, check_number
 
 
 def _plain_metrics(metrics) -> dict:

@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from minidl.io.atomic import final_name_of_temp
+from ..io.atomic import final_name_of_temp
 
 EXTENSION = ".mdl"
 STEP_DIGITS = 8

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from minidl.validation import check_non_negative_int
+from ..validation import check_non_negative_int
 
 
 @dataclass

@@ -27,13 +27,13 @@ import hashlib
 import os
 import re
 
-from minidl import distributed as dist
-from minidl.checkpoint.formats import (
+from .. import distributed as dist
+from .formats import (
     CHECKPOINT_FORMAT, CHECKPOINT_KIND, SHARD_FORMAT, SHARD_KIND, SHARDED_CHECKPOINT_FORMAT)
-from minidl.io.state_tree import from_storable, to_storable
-from minidl.io.atomic import final_name_of_temp
-from minidl.io.reader import open_regular_file
-from minidl.io import (
+from ..io.state_tree import from_storable, to_storable
+from ..io.atomic import final_name_of_temp
+from ..io.reader import open_regular_file
+from ..io import (
     CheckpointError, CorruptFileError, MissingFileError, decode_value, encode_value, read_file,
     write_file)
 
@@ -165,7 +165,7 @@ def read_shard_states(path: str, header: dict, *, key: bytes | None = None) -> d
 
     Each shard is checked against the size and SHA-256 in the index before it is parsed.
     """
-    from minidl.optim.zero import merge_shard_states
+    from ..optim.zero import merge_shard_states
 
     shards = header.get("shards")
     _check_shards_field(path, shards)

@@ -19,10 +19,10 @@ import os
 import re
 import socket
 
-from minidl import distributed as dist
-from minidl.distributed.launcher import detect_launch
-from minidl.distributed.roll_call import is_alive
-from minidl.io import CheckpointError
+from .. import distributed as dist
+from ..distributed.launcher import detect_launch
+from ..distributed.roll_call import is_alive
+from ..io import CheckpointError
 
 CLAIM_SUFFIX = ".claim"
 

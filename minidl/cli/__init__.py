@@ -13,7 +13,7 @@ import importlib
 import importlib.util
 import sys
 
-from minidl.io.errors import printable  # noqa: F401  (the commands' one way to show names)
+from ..io.errors import printable  # noqa: F401  (the commands' one way to show names)
 
 COMMANDS: dict[str, str] = {
     "inspect": "minidl.cli.inspect",
@@ -43,7 +43,7 @@ def _available_commands() -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subparser per available command."""
-    from minidl.version import __version__
+    from ..version import __version__
 
     parser = argparse.ArgumentParser(prog="minidl", description="Work with minidl files.")
     parser.add_argument("--version", action="version", version=f"minidl {__version__}")

@@ -17,7 +17,7 @@ COMPARE_ELEMENTS = 1 << 20
 
 
 def add_arguments(parser) -> None:
-    from minidl.cli import add_key_argument
+    from . import add_key_argument
 
     parser.add_argument("a", help="first minidl file")
     parser.add_argument("b", help="second minidl file")
@@ -66,8 +66,8 @@ def metadata_differences(a, b, path: str = "", show=repr) -> list[str]:
 
 
 def run(args) -> int:
-    from minidl.cli import printable, read_key
-    from minidl.io import CheckpointError, read_contents
+    from . import printable, read_key
+    from ..io import CheckpointError, read_contents
 
     key = read_key(args)
     try:
@@ -79,7 +79,7 @@ def run(args) -> int:
     lines = []
     if info_a.kind != info_b.kind:
         lines.append(f"kind: {info_a.kind!r} != {info_b.kind!r}")
-    from minidl.cli.compact import short
+    from .compact import short
     show = repr if args.full else short
     lines += [f"metadata {d}"
               for d in metadata_differences(info_a.metadata, info_b.metadata, show=show)]
@@ -94,7 +94,7 @@ def run(args) -> int:
             lines.append(f"tensor {name}: max abs diff {max_abs_diff(a, b):.6g}")
     lines += [f"tensor {name}: only in B" for name in tensors_b if name not in tensors_a]
     if not args.full:
-        from minidl.cli.compact import group_list_differences, limit_lines
+        from .compact import group_list_differences, limit_lines
         lines = limit_lines(group_list_differences(lines), "differences")
     for line in lines:
         print(printable(line))

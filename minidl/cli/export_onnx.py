@@ -14,7 +14,7 @@ HELP = "export a minidl model file to ONNX, traced on zeros of --input-shape"
 
 
 def add_arguments(parser) -> None:
-    from minidl.cli import add_key_argument
+    from . import add_key_argument
 
     parser.add_argument("model", help="a minidl model file (from minidl.save_model), or a "
                                       "checkpoint written by fit (its model part)")
@@ -45,25 +45,26 @@ def _shape(text: str) -> tuple:
 
 def _load(path: str, key):
     """A model file's model, or the model part of a ``fit`` checkpoint."""
-    import minidl
-    from minidl.io import read_header
-    from minidl.io.errors import WrongKindError
+    from ..io import read_header
+    from ..io.errors import WrongKindError
+    from ..model_files import load_model
 
     try:
-        return minidl.load_model(path, key=key)
+        return load_model(path, key=key)
     except WrongKindError:
         if read_header(path, key=key).kind != "checkpoint":
             raise
-    from minidl.training.checkpoint_model import model_from_checkpoint
+    from ..training.checkpoint_model import model_from_checkpoint
     return model_from_checkpoint(path, key=key)
 
 
 def run(args) -> int:
     import numpy as np
 
-    import minidl
-    from minidl.cli import printable, read_key
-    from minidl.onnx import UnsupportedOperatorError, export_onnx
+    from . import printable, read_key
+    from ..autograd.tensor import tensor
+    from ..io import CheckpointError
+    from ..onnx import UnsupportedOperatorError, export_onnx
 
     try:
         shapes = [_shape(text) for text in args.input_shape]
@@ -73,10 +74,10 @@ def run(args) -> int:
         return 2
     try:
         model = _load(args.model, read_key(args))
-    except (minidl.CheckpointError, OSError) as error:
+    except (CheckpointError, OSError) as error:
         print(f"minidl export-onnx: {printable(error)}", file=sys.stderr)
         return 1
-    examples = [minidl.tensor(np.zeros(shape, dtype)) for shape in shapes]
+    examples = [tensor(np.zeros(shape, dtype)) for shape in shapes]
     try:
         export_onnx(model, args.output, examples[0] if len(examples) == 1 else examples,
                     opset=args.opset, dynamic_batch=not args.static_batch,

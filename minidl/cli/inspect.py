@@ -11,7 +11,7 @@ HELP = "show what a minidl file holds: kind, version, tensors (name, dtype, shap
 
 
 def add_arguments(parser) -> None:
-    from minidl.cli import add_key_argument
+    from . import add_key_argument
 
     parser.add_argument("file", help="a minidl file")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
 
 def _plain(node):
     """Metadata made printable: tensor references and bytes shown as short strings."""
-    from minidl.io import TensorRef
+    from ..io import TensorRef
 
     if isinstance(node, TensorRef):
         return f"<tensor {node.name}>"
@@ -50,8 +50,8 @@ def describe(info) -> dict:
 
 
 def run(args) -> int:
-    from minidl.cli import printable, read_key
-    from minidl.io import CheckpointError, read_header
+    from . import printable, read_key
+    from ..io import CheckpointError, read_header
 
     try:
         info = read_header(args.file, key=read_key(args))
@@ -67,7 +67,7 @@ def run(args) -> int:
     print(f"version:   {summary['version']}{'  (encrypted)' if info.encrypted else ''}")
     total = sum(t["bytes"] for t in summary["tensors"])
     print(f"tensors:   {len(summary['tensors'])} ({total:,} bytes)")
-    from minidl.cli.compact import format_tree, limit_lines
+    from .compact import format_tree, limit_lines
 
     names = [printable(t["name"]) for t in summary["tensors"]]
     width = max([len(name) for name in names] + [4])

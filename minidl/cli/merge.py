@@ -14,7 +14,7 @@ HELP = "join a sharded checkpoint (index + one shard per rank) into one ordinary
 
 
 def add_arguments(parser) -> None:
-    from minidl.cli import add_key_argument
+    from . import add_key_argument
 
     parser.add_argument("checkpoint", help="index file of the sharded checkpoint")
     parser.add_argument("output", help="the ordinary checkpoint to write")
@@ -22,9 +22,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from minidl.checkpoint import merge_checkpoint
-    from minidl.cli import printable, read_key
-    from minidl.io import CheckpointError
+    from ..checkpoint import merge_checkpoint
+    from . import printable, read_key
+    from ..io import CheckpointError
 
     try:
         merge_checkpoint(args.checkpoint, args.output, key=read_key(args))

@@ -14,7 +14,7 @@ HELP = "check every checksum of a minidl file; exit 0 when sound, 1 with the rea
 
 
 def add_arguments(parser) -> None:
-    from minidl.cli import add_key_argument
+    from . import add_key_argument
 
     parser.add_argument("file", help="a minidl file")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing when sound")
@@ -22,8 +22,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from minidl.cli import printable, read_key
-    from minidl.io import CheckpointError, verify_file
+    from . import printable, read_key
+    from ..io import CheckpointError, verify_file
 
     key = read_key(args)
     try:
@@ -50,6 +50,6 @@ def _verify_shards(info, key) -> list:
     checkpoint, else ``[]``."""
     if info.kind != "checkpoint" or "shards" not in info.metadata:
         return []
-    from minidl.checkpoint.sharded import verify_shards
+    from ..checkpoint.sharded import verify_shards
 
     return verify_shards(info.path, info.metadata, key=key)

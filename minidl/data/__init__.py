@@ -28,16 +28,16 @@ state (:mod:`minidl.data.iterable`).
 Importing this package is cheap: the Numba parsing kernels compile on first use.
 """
 
-from minidl.data.dataset import ArrayDataset, NpyDataset
-from minidl.data.reader import DataReader
-from minidl.data.csv_reader import CSVReader
-from minidl.data.ctf_reader import CTFReader
-from minidl.data.map_dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
-from minidl.data.collate import default_collate
-from minidl.data.loader import DataLoader
-from minidl.data.samplers import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
+from .dataset import ArrayDataset, NpyDataset
+from .reader import DataReader
+from .csv_reader import CSVReader
+from .ctf_reader import CTFReader
+from .map_dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .collate import default_collate
+from .loader import DataLoader
+from .samplers import (BatchSampler, DistributedSampler, RandomSampler, Sampler,
                                   SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
-from minidl.data.iterable import ChainDataset, IterableDataset, WorkerInfo, get_worker_info
+from .iterable import ChainDataset, IterableDataset, WorkerInfo, get_worker_info
 
 __all__ = ["ArrayDataset", "NpyDataset", "DataReader", "CSVReader", "CTFReader", "Dataset",
            "TensorDataset", "Subset", "ConcatDataset", "random_split", "default_collate",

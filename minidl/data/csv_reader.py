@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.data.parse_status import ERROR_MESSAGES
-from minidl.data.parsing import parse_delimited
-from minidl.data.streaming import DEFAULT_CHUNK_BYTES, StreamingReader
+from .parse_status import ERROR_MESSAGES
+from .parsing import parse_delimited
+from .streaming import DEFAULT_CHUNK_BYTES, StreamingReader
 
 # Bytes read at construction to find the header and the number of columns.
 _SNIFF_BYTES = 1 << 20

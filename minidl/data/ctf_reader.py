@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minidl.data.parse_status import ERROR_MESSAGES
-from minidl.data.parsing import parse_ctf
-from minidl.data.streaming import DEFAULT_CHUNK_BYTES, StreamingReader
+from .parse_status import ERROR_MESSAGES
+from .parsing import parse_ctf
+from .streaming import DEFAULT_CHUNK_BYTES, StreamingReader
 
 
 STREAM_KEYS = {"dim", "sparse", "dtype"}

@@ -22,8 +22,8 @@ from __future__ import annotations
 import copy
 import warnings
 
-from minidl.data.samplers import is_stateful
-from minidl.validation import check_non_negative_int
+from .samplers import is_stateful
+from ..validation import check_non_negative_int
 
 _END = object()
 

@@ -25,9 +25,9 @@ import queue
 import warnings
 import weakref
 
-from minidl.data.iterable import WorkerInfo, has_state, set_worker_info
-from minidl.data.worker_pool import _start_method
-from minidl.validation import check_non_negative_int
+from .iterable import WorkerInfo, has_state, set_worker_info
+from .worker_pool import _start_method
+from ..validation import check_non_negative_int
 
 _POLL_SECONDS = 1.0
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.data.collate import collate_arrays, to_tensors
-from minidl.data.iterable import IterableCursor, IterableDataset
-from minidl.data.map_dataset import batch_gatherer
-from minidl.data.protocol import BatchReader
-from minidl.data.reader import DataReader
-from minidl.data.sampler_cursor import SamplerCursor, loader_batch_sampler
-from minidl.data.samplers import BatchSampler
-from minidl.validation import check_non_negative_int
+from .collate import collate_arrays, to_tensors
+from .iterable import IterableCursor, IterableDataset
+from .map_dataset import batch_gatherer
+from .protocol import BatchReader
+from .reader import DataReader
+from .sampler_cursor import SamplerCursor, loader_batch_sampler
+from .samplers import BatchSampler
+from ..validation import check_non_negative_int
 
 
 class _Gather:
@@ -136,7 +136,7 @@ class DataLoader(DataReader):
         self.shuffle, self.rank, self.world_size = False, 0, 1
         self.seed = check_non_negative_int("seed", seed)  # worker i's WorkerInfo.seed: seed + i
         if self.num_workers:
-            from minidl.data.iterable_workers import IterableWorkerCursor
+            from .iterable_workers import IterableWorkerCursor
 
             cursor = IterableWorkerCursor(dataset, self.batch_size, self.drop_last,
                                           self._gather.collate, self._finish, self.num_workers,
@@ -182,7 +182,7 @@ class DataLoader(DataReader):
         return self._finish(self._gather(indices))
 
     def _start_prefetch(self):
-        from minidl.data.worker_pool import ProcessPrefetcher
+        from .worker_pool import ProcessPrefetcher
 
         return ProcessPrefetcher(self._cursor, self._gather, self._finish, self.num_workers,
                                  self._prefetch_depth)

@@ -32,7 +32,7 @@ NAN_WORD = np.frombuffer(b"nan", dtype=np.uint8).copy()
 INF_WORD = np.frombuffer(b"inf", dtype=np.uint8).copy()
 INFINITY_WORD = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
-from minidl.data.parse_status import (  # noqa: E402  (the codes the reference returns too)
+from .parse_status import (  # noqa: E402  (the codes the reference returns too)
     BAD_INDEX, MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, NOT_INDEX_VALUE, OK, REPEATED_INDEX,
     REPEATED_STREAM, SPARSE_IN_DENSE, UNKNOWN_STREAM, WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
 )

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minidl.data.parse_status import (
+from .parse_status import (
     BAD_INDEX, MISSING_STREAM, NO_STREAM, NOT_A_NUMBER, NOT_INDEX_VALUE, OK, REPEATED_INDEX,
     REPEATED_STREAM, SPARSE_IN_DENSE, UNKNOWN_STREAM, WRONG_FIELD_COUNT, WRONG_VALUE_COUNT,
 )
@@ -181,7 +181,7 @@ def parse_delimited(buf: bytes, width: int, delimiter: bytes) -> ParsedLines:
     Blank lines are skipped; fields may be surrounded by spaces or tabs; numbers are decimal
     (``-1.5e3``), ``nan`` or ``inf``.
     """
-    from minidl.data.parse_kernels import parse_delimited_kernel  # compiles on first use
+    from .parse_kernels import parse_delimited_kernel  # compiles on first use
 
     if len(delimiter) != 1:
         raise ValueError(f"delimiter must be a single byte, got {delimiter!r}")
@@ -198,7 +198,7 @@ def parse_ctf(buf: bytes, streams) -> ParsedLines:
     for sparse ones; the ``dim`` values of stream ``s`` land in the columns after those of
     streams ``0..s-1``, so a parsed row is every stream's dense vector side by side.
     """
-    from minidl.data.parse_kernels import parse_ctf_kernel  # compiles on first use
+    from .parse_kernels import parse_ctf_kernel  # compiles on first use
 
     names, _, sparse, column_starts = ctf_layout(streams)
     name_bytes = np.frombuffer(b"".join(names), dtype=np.uint8)

@@ -15,9 +15,9 @@ also what a prefetching reader can answer from the progress that travels with ea
 
 from __future__ import annotations
 
-from minidl.data.prefetch import Prefetcher
-from minidl.data.state import STATE_VERSION, check_state
-from minidl.validation import check_non_negative_int
+from .prefetch import Prefetcher
+from .state import STATE_VERSION, check_state
+from ..validation import check_non_negative_int
 
 
 class BatchReader:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.data.protocol import BatchReader
-from minidl.data.sampling import batch_count, epoch_order, rank_slice
-from minidl.data.state import check_shard
-from minidl.distributed.agreement import check_same_on_all_ranks
-from minidl.distributed.batch_samples import record_batch
-from minidl.distributed.process_group import get_rank, get_world_size
-from minidl.validation import check_non_negative_int
+from .protocol import BatchReader
+from .sampling import batch_count, epoch_order, rank_slice
+from .state import check_shard
+from ..distributed.agreement import check_same_on_all_ranks
+from ..distributed.batch_samples import record_batch
+from ..distributed.process_group import get_rank, get_world_size
+from ..validation import check_non_negative_int
 
 
 def as_batch(samples) -> tuple:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.data.samplers import BatchSampler, is_stateful, stateless_sampler_message
-from minidl.validation import check_non_negative_int
+from .samplers import BatchSampler, is_stateful, stateless_sampler_message
+from ..validation import check_non_negative_int
 
 
 def loader_batch_sampler(batch_size, shuffle, drop_last, sampler, batch_sampler):

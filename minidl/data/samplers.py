@@ -23,8 +23,8 @@ import hashlib
 
 import numpy as np
 
-from minidl.data.sampling import epoch_generator
-from minidl.validation import check_non_negative_int
+from .sampling import epoch_generator
+from ..validation import check_non_negative_int
 
 SAMPLER_STATE_VERSION = 1
 
@@ -260,11 +260,11 @@ class DistributedSampler(Sampler):
 
     def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):
-        from minidl.data.state import check_shard
+        from .state import check_shard
 
         super().__init__(seed=seed)
         if num_replicas is None or rank is None:
-            from minidl import distributed as dist
+            from .. import distributed as dist
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
         self.rank, self.num_replicas = check_shard(rank, num_replicas)

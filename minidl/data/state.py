@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from minidl.validation import check_non_negative_int
+from ..validation import check_non_negative_int
 
 STATE_VERSION = 1
 

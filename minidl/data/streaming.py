@@ -26,12 +26,12 @@ import os
 
 import numpy as np
 
-from minidl.data.protocol import BatchReader
-from minidl.data.sampling import epoch_generator
-from minidl.data.state import check_shard, file_fingerprint
-from minidl.distributed.agreement import check_same_on_all_ranks
-from minidl.distributed.process_group import get_rank, get_world_size
-from minidl.validation import check_non_negative_int
+from .protocol import BatchReader
+from .sampling import epoch_generator
+from .state import check_shard, file_fingerprint
+from ..distributed.agreement import check_same_on_all_ranks
+from ..distributed.process_group import get_rank, get_world_size
+from ..validation import check_non_negative_int
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 

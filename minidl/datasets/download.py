@@ -34,7 +34,7 @@ def sha256_of(path: str) -> str:
 
 
 def _download(url: str, path: str, sha256: str) -> None:
-    from minidl.io.atomic import write_atomically
+    from ..io.atomic import write_atomically
 
     def write(out):
         digest = hashlib.sha256()

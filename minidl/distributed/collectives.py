@@ -45,7 +45,7 @@ class _HostBuffer:
     """
 
     def __init__(self, value, name: str):
-        from minidl.autograd.tensor import Tensor
+        from ..autograd.tensor import Tensor
         self.tensor = value if isinstance(value, Tensor) else None
         if self.tensor is None and not isinstance(value, np.ndarray):
             raise TypeError(f"{name}: expected a Tensor or a NumPy array, got "
@@ -168,7 +168,7 @@ def all_gather(tensor_list, value=None) -> list:
     """
     if value is None:
         tensor_list, value = [], tensor_list
-    from minidl.autograd.tensor import Tensor
+    from ..autograd.tensor import Tensor
     buffer = _HostBuffer(value, "all_gather")
     world = get_world_size()
     comm = communicator()

@@ -83,7 +83,7 @@ class StagedMpiCollective(DeviceCollective):
         return self._through_host(values, lambda host: start_broadcast(host, src))
 
     def _through_host(self, values, start_mpi) -> Pending:
-        from minidl.backend.cuda.device import download, upload
+        from ..backend.cuda.device import download, upload
         with _on_device(self.device_index):
             host = np.ascontiguousarray(download(values))
         request = start_mpi(host)
@@ -168,7 +168,7 @@ def nccl_problem() -> str | None:
     """Why NCCL cannot carry CUDA tensors here, or None when it can: nccl4py imports, finds the
     NCCL library, and the GPU is a real one (numba's simulator has no device memory NCCL could
     reach)."""
-    from minidl.backend.cuda.simulator import SIMULATED
+    from ..backend.cuda.simulator import SIMULATED
     if SIMULATED:
         return "CUDA runs on numba's simulator (NUMBA_ENABLE_CUDASIM=1), which NCCL cannot reach"
     try:

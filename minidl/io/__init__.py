@@ -17,16 +17,16 @@ Layers, from high to low (each imports only those below it):
 ``SPEC.md`` at the project root describes the bytes on disk.
 """
 
-from minidl.io.atomic import write_atomically
-from minidl.io.errors import (
+from .atomic import write_atomically
+from .errors import (
     CheckpointError, ChecksumMismatchError, CorruptFileError, DecryptionError,
     MissingFileError, ModelSpecError, NotAMinidlFileError, UnsafeFileError,
     UnsupportedVersionError, WrongKindError)
-from minidl.io.header import TensorRef, get_header_memory_limit, set_header_memory_limit
-from minidl.io.layout import MAJOR_VERSION, MINOR_VERSION
-from minidl.io.reader import FileHeader, read_contents, read_file, read_header, verify_file
-from minidl.io.values import decode_value, encode_value, load, save, stored_value
-from minidl.io.writer import write_file
+from .header import TensorRef, get_header_memory_limit, set_header_memory_limit
+from .layout import MAJOR_VERSION, MINOR_VERSION
+from .reader import FileHeader, read_contents, read_file, read_header, verify_file
+from .values import decode_value, encode_value, load, save, stored_value
+from .writer import write_file
 
 __all__ = [
     "save", "load",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.io.mix64 import GOLDEN, MASK_64, mix64, mix64_int
+from .mix64 import GOLDEN, MASK_64, mix64, mix64_int
 
 # Below this size the NumPy reference is fast enough and avoids compiling the kernel
 # (which costs about a second the first time a process ever uses it).
@@ -65,7 +65,7 @@ def _partial_sum(words: np.ndarray, first_index: int) -> int:
     """Partial sum over aligned words, using the compiled kernel for large inputs."""
     if words.nbytes < KERNEL_THRESHOLD_BYTES:
         return partial_sum_reference(words, first_index)
-    from minidl.io.checksum_kernels import partial_sum_parallel
+    from .checksum_kernels import partial_sum_parallel
 
     return partial_sum_parallel(words, first_index)
 

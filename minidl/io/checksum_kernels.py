@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from minidl.io.mix64 import GOLDEN, MASK_64, mix64
+from .mix64 import GOLDEN, MASK_64, mix64
 
 # Blocks this large keep thread overhead negligible while balancing the work.
 BLOCK_WORDS = 1 << 20  # 8 MiB

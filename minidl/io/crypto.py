@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator
 
-from minidl.io.errors import DecryptionError
-from minidl.io.header import ENCRYPTION_CHUNK
-from minidl.io.layout import NONCE_SIZE
+from .errors import DecryptionError
+from .header import ENCRYPTION_CHUNK
+from .layout import NONCE_SIZE
 
 KEY_SIZES = (16, 24, 32)
 

@@ -18,10 +18,10 @@ from itertools import repeat
 import msgpack
 import numpy as np
 
-from minidl.io import layout
-from minidl.io.dtypes import dtype_from_name
-from minidl.io.errors import CorruptFileError, UnsafeFileError
-from minidl.io.state_tree import StateTreeError, UnstorableError, check_plain_leaf, check_tree
+from . import layout
+from .dtypes import dtype_from_name
+from .errors import CorruptFileError, UnsafeFileError
+from .state_tree import StateTreeError, UnstorableError, check_plain_leaf, check_tree
 
 # Extension type 1 is the only one: a reference to a tensor in the index, by name.
 TENSOR_REF_EXT = 1

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from minidl.io.checksum import checksum
+from .checksum import checksum
 
 MAGIC = b"\x89MINIDL\n"
 MAJOR_VERSION = 2

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minidl.io import crypto, layout
-from minidl.io.dtypes import dtype_name
-from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
-from minidl.io.errors import (
+from . import crypto, layout
+from .dtypes import dtype_name
+from .checksum import StreamingChecksum, checksum, tensor_checksum
+from .errors import (
     ChecksumMismatchError, CheckpointError, CorruptFileError, DecryptionError,
     MissingFileError, NotAMinidlFileError, UnsupportedVersionError, WrongKindError)
-from minidl.io.header import (
+from .header import (
     ENCRYPTION_CHUNK, GCM_TAG_SIZE, Header, TensorEntry, unpack_header, validate_header)
 
 

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minidl.io import layout
+from . import layout
 
 __all__ = [
     "ITEMS_MARKER", "SCALAR_TYPES", "ITEM_KEY_TYPES", "StateTreeError", "UnstorableError",

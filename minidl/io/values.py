@@ -17,12 +17,12 @@ import os
 
 import numpy as np
 
-from minidl.io import layout
-from minidl.io.errors import CorruptFileError, WrongKindError
-from minidl.io.header import TensorRef
-from minidl.io.reader import FileHeader, read_contents
-from minidl.io.state_tree import as_array, check_storable_leaf, check_tree
-from minidl.io.writer import write_file
+from . import layout
+from .errors import CorruptFileError, WrongKindError
+from .header import TensorRef
+from .reader import FileHeader, read_contents
+from .state_tree import as_array, check_storable_leaf, check_tree
+from .writer import write_file
 
 
 def encode_value(value) -> tuple[object, dict[str, np.ndarray]]:

@@ -15,13 +15,13 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from minidl.io import crypto, layout
-from minidl.io.atomic import write_atomically
-from minidl.io.checksum import StreamingChecksum, checksum, tensor_checksum
-from minidl.io.dtypes import ALLOWED_DTYPES, dtype_name
-from minidl.io.header import (
+from . import crypto, layout
+from .atomic import write_atomically
+from .checksum import StreamingChecksum, checksum, tensor_checksum
+from .dtypes import ALLOWED_DTYPES, dtype_name
+from .header import (
     GCM_TAG_SIZE, KINDS, encryption_chunk_count, pack_header, stored_length)
-from minidl.io.state_tree import as_array
+from .state_tree import as_array
 
 # Elements converted per step for arrays that are not already contiguous little-endian.
 CONVERSION_BUFFER_BYTES = 8 << 20

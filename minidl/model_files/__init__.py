@@ -14,7 +14,7 @@ modules; ``minidl.save_model``/``minidl.load_model`` and ``minidl.load`` are its
 * ``routing`` -- which reader a file goes to, decided by its first bytes
 """
 
-from minidl.model_files.model_file import MODEL_SUFFIX, load_model, save_model
-from minidl.model_files.plain_contents import load
+from .model_file import MODEL_SUFFIX, load_model, save_model
+from .plain_contents import load
 
 __all__ = ["save_model", "load_model", "load", "MODEL_SUFFIX"]

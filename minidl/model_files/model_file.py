@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import os
 
-from minidl import random as md_random
-from minidl.io.errors import CorruptFileError, ModelSpecError, WrongKindError
-from minidl.io.reader import read_contents
-from minidl.io.writer import write_file
-from minidl.model_files.routing import file_format, import_onnx_model
-from minidl.nn import init
-from minidl.nn.spec import module_from_spec, module_to_spec
-from minidl.placement import check_device
+from .. import random as md_random
+from ..io.errors import CorruptFileError, ModelSpecError, WrongKindError
+from ..io.reader import read_contents
+from ..io.writer import write_file
+from .routing import file_format, import_onnx_model
+from ..nn import init
+from ..nn.spec import module_from_spec, module_to_spec
+from ..placement import check_device
 
 MODEL_SUFFIX = ".mdl"
 MODEL_KIND = "model"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from minidl.io.reader import read_contents
-from minidl.io.values import stored_value
-from minidl.model_files.model_file import MODEL_KIND, model_contents
-from minidl.placement import apply_map_location, check_map_location
+from ..io.reader import read_contents
+from ..io.values import stored_value
+from .model_file import MODEL_KIND, model_contents
+from ..placement import apply_map_location, check_map_location
 
 
 def load(path, *, map_location=None, mmap: bool = False, verify: bool | None = None,

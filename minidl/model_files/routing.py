@@ -7,9 +7,9 @@ minidl`` stays light).
 
 from __future__ import annotations
 
-from minidl.io import layout
-from minidl.io.errors import CheckpointError, CorruptFileError, ModelSpecError
-from minidl.io.reader import open_regular_file
+from ..io import layout
+from ..io.errors import CheckpointError, CorruptFileError, ModelSpecError
+from ..io.reader import open_regular_file
 
 ONNX_SUFFIX = ".onnx"
 
@@ -39,7 +39,7 @@ def import_onnx_model(path: str):
     """The ONNX importer's module for ``path``, with every failure reported as a
     ``CheckpointError`` naming the file."""
     try:
-        from minidl.onnx import import_model
+        from ..onnx import import_model
     except ImportError as exc:
         raise CheckpointError(path, f"cannot import ONNX models: {exc}") from None
     try:

@@ -24,10 +24,10 @@ import numbers
 
 import numpy as np
 
-from minidl.autograd.grad_mode import enable_grad
-from minidl.autograd.inplace import bump_version
-from minidl.backend import get_backend
-from minidl.validation import check_number
+from ..autograd.grad_mode import enable_grad
+from ..autograd.inplace import bump_version
+from ..backend import get_backend
+from ..validation import check_number
 
 from .optimizer import Optimizer, _grad_array, _split_state_dict
 

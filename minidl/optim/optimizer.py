@@ -30,12 +30,12 @@ from collections.abc import MutableMapping
 
 import numpy as np
 
-from minidl.autograd.grad_mode import enable_grad
-from minidl.autograd.inplace import bump_version
-from minidl.autograd.tensor import Tensor
-from minidl.backend import composed, get_backend
-from minidl.io.state_tree import SCALAR_TYPES, check_tree, is_array, to_plain
-from minidl.validation import check_non_negative_int
+from ..autograd.grad_mode import enable_grad
+from ..autograd.inplace import bump_version
+from ..autograd.tensor import Tensor
+from ..backend import composed, get_backend
+from ..io.state_tree import SCALAR_TYPES, check_tree, is_array, to_plain
+from ..validation import check_non_negative_int
 
 __all__ = ["Optimizer", "ParamState", "required"]
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl import distributed as dist
-from minidl.distributed.agreement import check_same_on_all_ranks
-from minidl.optim.optimizer import Optimizer, swap_group_hyperparameters
+from .. import distributed as dist
+from ..distributed.agreement import check_same_on_all_ranks
+from .optimizer import Optimizer, swap_group_hyperparameters
 
 
 def partition(sizes: list[int], world_size: int) -> list[int]:
@@ -111,7 +111,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         """Update this rank's partition, then give every rank every updated parameter."""
         loss = None
         if closure is not None:
-            from minidl.autograd.grad_mode import enable_grad
+            from ..autograd.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
         if self.optim is not None:

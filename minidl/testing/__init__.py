@@ -16,7 +16,7 @@ checksums, for tests of what checksums cannot catch.
 """
 
 try:
-    from minidl.testing.strategies import (
+    from .strategies import (
         Mutation, arrays, as_saved, assert_same_value, mutations, scalars, values)
 except ModuleNotFoundError as error:
     if error.name != "hypothesis" and "hypothesis" not in str(error):

@@ -13,8 +13,8 @@ import struct
 
 import msgpack
 
-from minidl.io import layout
-from minidl.io.checksum import checksum
+from ..io import layout
+from ..io.checksum import checksum
 
 
 def rewrite_header(path, change) -> None:

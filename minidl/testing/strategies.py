@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from minidl.io.dtypes import ALLOWED_DTYPES
+from ..io.dtypes import ALLOWED_DTYPES
 
 DTYPE_NAMES = tuple(ALLOWED_DTYPES)
 

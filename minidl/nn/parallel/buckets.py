@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.autograd.tensor import Tensor
-from minidl.distributed.collectives import all_reduce_coalesced, start_all_reduce
-from minidl.distributed.process_group import wait_for_all, wait_for_requests
+from ...autograd.tensor import Tensor
+from ...distributed.collectives import all_reduce_coalesced, start_all_reduce
+from ...distributed.process_group import wait_for_all, wait_for_requests
 
 WHAT = "gradient averaging"
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minidl.autograd.tensor import Tensor
-from minidl.distributed.collectives import start_all_reduce
-from minidl.distributed.device_collectives import device_collective
-from minidl.distributed.process_group import get_world_size, wait_for_all, wait_for_requests
+from ...autograd.tensor import Tensor
+from ...distributed.collectives import start_all_reduce
+from ...distributed.device_collectives import device_collective
+from ...distributed.process_group import get_world_size, wait_for_all, wait_for_requests
 
 
 class DeviceBucket:
@@ -67,9 +67,9 @@ class DeviceBucket:
     def pack(self, weight: float) -> None:
         """Gather the gradients, each times ``weight`` (the rank's share of a full batch),
         into the bucket's flat device buffer; note on the host which ones exist."""
-        from minidl.backend.cuda import gradient_buckets
-        from minidl.backend.cuda.device import empty
-        from minidl.backend.cuda.movement import fill_
+        from ...backend.cuda import gradient_buckets
+        from ...backend.cuda.device import empty
+        from ...backend.cuda.movement import fill_
         grads, offsets = [], []
         for i, param in enumerate(self.params):
             self.tail[i] = param.grad is not None
@@ -101,7 +101,7 @@ class DeviceBucket:
 
     def unpack(self) -> None:
         """Divide the sums by the sum of the ranks' weights and give each parameter its part."""
-        from minidl.backend.cuda import gradient_buckets
+        from ...backend.cuda import gradient_buckets
         present = [i for i in range(len(self.params)) if self.tail[i] != 0]
         with self._on_device():
             sums = self.pending.result()
@@ -123,8 +123,8 @@ def broadcast_on_device(tensors: list, src: int = 0) -> list:
     one flat array per GPU and dtype, packed, broadcast by the device collective and unpacked.
     A collective. Returns the tensors it left alone (dtypes of fewer than 4 bytes, or bool,
     which the kernels do not take: the caller sends them through the host)."""
-    from minidl.backend.cuda import gradient_buckets
-    from minidl.backend.cuda.device import empty
+    from ...backend.cuda import gradient_buckets
+    from ...backend.cuda.device import empty
     from numba import cuda
     groups: dict = {}
     left = []

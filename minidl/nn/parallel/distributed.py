@@ -48,13 +48,13 @@ import weakref
 
 import numpy as np
 
-from minidl import distributed as dist
-from minidl.autograd import engine
-from minidl.autograd.grad_mode import is_grad_enabled
-from minidl.distributed.agreement import check_same_on_all_ranks
-from minidl.distributed.batch_samples import latest_batch
-from minidl.nn.module import Module
-from minidl.nn.parallel.buckets import GradientAverager, _buckets
+from ... import distributed as dist
+from ...autograd import engine
+from ...autograd.grad_mode import is_grad_enabled
+from ...distributed.agreement import check_same_on_all_ranks
+from ...distributed.batch_samples import latest_batch
+from ..module import Module
+from .buckets import GradientAverager, _buckets
 
 DEFAULT_BUCKET_CAP_MB = 25.0
 
@@ -138,7 +138,7 @@ class DistributedDataParallel(Module):
                    if include_parameters or not t.requires_grad]
         on_gpu = [t for t in tensors if t.device != "cpu"]
         if on_gpu:
-            from minidl.nn.parallel.device_buckets import broadcast_on_device
+            from .device_buckets import broadcast_on_device
             left = {id(t) for t in broadcast_on_device(on_gpu)}
             tensors = [t for t in tensors if t.device == "cpu" or id(t) in left]
         by_dtype: dict = {}
