@@ -314,4 +314,8 @@ def _abort_if_broken() -> None:
     # group broke would otherwise wait in MPI_Finalize for the missing rank for ever.
     if _group.broken is not None:
         from mpi4py import MPI
+        # Said by minidl itself, flushed before the abort: the launcher's own MPI_Abort line can
+        # be lost when it tears the job down.
+        print(f"minidl: rank {_group.rank} ends the job with MPI_Abort: {_group.broken}",
+              file=sys.stderr, flush=True)
         MPI.COMM_WORLD.Abort(1)
