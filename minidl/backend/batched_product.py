@@ -13,6 +13,7 @@ its output (N, O, L) is written straight from them, and its weight gradient sums
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,4 +86,25 @@ def product_layout(a_shape, b_shape, transpose_a=False, transpose_b=False, a_axe
                          tuple(product[axis] for axis in out_axes))
 
 
-__all__ = ["ProductLayout", "product_layout"]
+@functools.lru_cache(maxsize=512)
+def _remembered_layout(*arguments) -> ProductLayout:
+    return product_layout(*arguments)
+
+
+def cached_product_layout(a_shape, b_shape, transpose_a=False, transpose_b=False, a_axes=None,
+                          b_axes=None, out_axes=None, sum_axis=None) -> ProductLayout:
+    """:func:`product_layout`, remembered by its arguments: a model calls the same few products
+    on the same shapes every step, and working the layout out costs more Python than a small
+    product's arithmetic (a single-sample convolution). Errors are raised, never remembered."""
+    def key(axes):
+        return axes if axes is None or isinstance(axes, tuple) else tuple(axes)
+    try:
+        return _remembered_layout(tuple(a_shape), tuple(b_shape), bool(transpose_a),
+                                  bool(transpose_b), key(a_axes), key(b_axes), key(out_axes),
+                                  sum_axis)
+    except TypeError:  # an argument that cannot be a key (an axis list of lists): check it plainly
+        return product_layout(a_shape, b_shape, transpose_a, transpose_b, a_axes, b_axes,
+                              out_axes, sum_axis)
+
+
+__all__ = ["ProductLayout", "product_layout", "cached_product_layout"]

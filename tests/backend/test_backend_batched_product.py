@@ -80,3 +80,13 @@ def test_arguments_that_do_not_fit_are_named(keywords, message):
     a, b = np.ones((2, 3, 4)), np.ones((2, 4, 5))
     with pytest.raises(ValueError, match=message):
         ReferenceBackend().matmul(a, b, **keywords)
+
+
+def test_a_remembered_layout_is_the_layout_and_an_error_is_raised_every_time():
+    from minidl.backend.batched_product import cached_product_layout, product_layout
+    arguments = ((8, 6), (6, 3, 5), False, False, None, [1, 0, 2], None, None)
+    assert cached_product_layout(*arguments) == product_layout(*arguments)
+    assert cached_product_layout(*arguments) is cached_product_layout(*arguments[:5], (1, 0, 2))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="b_axes=.* is not a permutation of 3 axes"):
+            cached_product_layout((8, 6), (6, 3, 5), b_axes=[0, 0, 2])

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batched_product import product_layout
+from ..batched_product import cached_product_layout
 from .device import SIMULATED, contiguous_strides, empty
 from .gemm_tiles import LARGE, SMALL, VECTOR, gemm_kernel
 from .movement import fill_, transpose
@@ -107,8 +107,8 @@ def _batch_axes(sizes, *operand_strides) -> list:
 
 def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
            out_axes=None, sum_axis=None):
-    layout = product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
-                            out_axes, sum_axis)
+    layout = cached_product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
+                                   out_axes, sum_axis)
     if a.dtype != b.dtype or a.dtype.kind != "f":
         raise ValueError(f"matmul needs two arrays of the same floating dtype, got {a.dtype} "
                          f"and {b.dtype}")

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..batched_product import product_layout
+from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
 
 
@@ -256,11 +256,13 @@ def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=No
         # NumPy's transposes are views: BLAS reads them in place, as the flags ask.
         return _product(np.swapaxes(a, -1, -2) if transpose_a else a,
                         np.swapaxes(b, -1, -2) if transpose_b else b)
-    layout = product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
-                            out_axes, sum_axis)
+    layout = cached_product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
+                                   out_axes, sum_axis)
     a, b = np.transpose(a, layout.a_axes), np.transpose(b, layout.b_axes)
-    a = np.broadcast_to(a, layout.batch + a.shape[-2:])
-    b = np.broadcast_to(b, layout.batch + b.shape[-2:])
+    if a.shape[:-2] != layout.batch:
+        a = np.broadcast_to(a, layout.batch + a.shape[-2:])
+    if b.shape[:-2] != layout.batch:
+        b = np.broadcast_to(b, layout.batch + b.shape[-2:])
     if layout.sum_axis is not None:
         product = _summed_over_batch_axis(a, b, layout.sum_axis)
     elif layout.batch and _blocks_of_one_wide_product(a, b):
@@ -308,7 +310,7 @@ def _as_one_wide_product(a, b):
     """a (…, N, m, k), one matrix along N, times b (…, N, k, n) as a (…, m, k) @ (…, k, N·n),
     viewed back as (…, N, m, n)."""
     n_blocks, n = b.shape[-3], b.shape[-1]
-    wide = np.moveaxis(b, -3, -2)                                    # (..., k, N, n)
+    wide = np.swapaxes(b, -3, -2)                                    # (..., k, N, n)
     wide = wide.reshape(wide.shape[:-2] + (n_blocks * n,))
     product = _product(a[..., 0, :, :], wide)                        # (..., m, N·n)
-    return np.moveaxis(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
+    return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
