@@ -90,3 +90,13 @@ def test_a_remembered_layout_is_the_layout_and_an_error_is_raised_every_time():
     for _ in range(2):
         with pytest.raises(ValueError, match="b_axes=.* is not a permutation of 3 axes"):
             cached_product_layout((8, 6), (6, 3, 5), b_axes=[0, 0, 2])
+
+
+def test_a_single_images_convolution_product_is_one_plain_gemm_bit_for_bit():
+    # Batch axes all of size 1: the product is the 2-D GEMM itself, whatever the axes say.
+    a_shape, b_shape, keywords = forward(1, 1, 37)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    product = ReferenceBackend().matmul(a, b, **keywords)
+    assert product.shape == (1, 1, 3, 37) and product.flags.c_contiguous
+    np.testing.assert_array_equal(product.reshape(3, 37), a.reshape(3, 5) @ b.reshape(5, 37))

@@ -259,6 +259,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=No
     layout = cached_product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
                                    out_axes, sum_axis)
     a, b = np.transpose(a, layout.a_axes), np.transpose(b, layout.b_axes)
+    if layout.sum_axis is None and math.prod(layout.batch) == 1 \
+            and layout.out_axes[-2:] == (len(layout.out_axes) - 2, len(layout.out_axes) - 1):
+        # One matrix times one matrix (a single image's convolution): the batch axes are all
+        # of size 1, so the product is one GEMM and no axis it moves changes the memory order.
+        product = _product(a.reshape(layout.m, layout.k), b.reshape(layout.k, layout.n))
+        return product.reshape(layout.shape)
     if a.shape[:-2] != layout.batch:
         a = np.broadcast_to(a, layout.batch + a.shape[-2:])
     if b.shape[:-2] != layout.batch:
