@@ -13,7 +13,6 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..reference.array_ops import math_function as _reference_math_function
 from ..reference.array_ops import relu_backward as _reference_relu_backward
 from .conv import PARALLEL_MIN_WORK
 from ..reference.nn_kernels import check_class_targets, check_gelu_approximate
@@ -345,12 +344,9 @@ def _erf_kernel(x, out):
         out[i] = math.erf(np.float64(x[i]))
 
 
-def math_function(a: np.ndarray, name: str) -> np.ndarray:
-    """The reference's math functions, with erf as one compiled loop: NumPy has no erf ufunc, so
-    the reference calls Python's ``math.erf`` once per element. The others are NumPy's ufuncs
-    there already."""
-    if name != "erf":
-        return _reference_math_function(a, name)
+def erf(a: np.ndarray) -> np.ndarray:
+    """erf of every element as one compiled loop: NumPy has no erf ufunc, so the reference calls
+    Python's ``math.erf`` once per element (``math_function(a, "erf")`` of the Numba backend)."""
     a = np.asarray(a, order="C")
     out = np.empty_like(a)
     if a.size:
