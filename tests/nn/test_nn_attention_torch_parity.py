@@ -73,6 +73,10 @@ MHA_CASES = {
     "sequence_first": ({}, (5, 3, 8), (6, 3, 8), {}),
     "batch_first_masks": ({"batch_first": True}, (3, 5, 8), (3, 6, 8),
                           {"key_padding_mask": "padding", "attn_mask": "blocked"}),
+    # keys appended along the sequence axis, which batch_first moves to axis 1
+    "batch_first_appended_keys": ({"batch_first": True, "add_bias_kv": True,
+                                   "add_zero_attn": True}, (3, 5, 8), (3, 6, 8),
+                                  {"key_padding_mask": "padding"}),
     "float_mask_per_head": ({}, (5, 3, 8), (6, 3, 8), {"attn_mask": "float_per_head"}),
     "other_key_value_sizes": ({"kdim": 5, "vdim": 3}, (5, 3, 8), (6, 3, None), {}),
     "no_bias_unbatched": ({"bias": False}, (5, 8), (6, 8), {}),

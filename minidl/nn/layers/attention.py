@@ -121,35 +121,39 @@ class MultiheadAttention(Module):
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        length, batch, _ = query.shape
-        source = key.shape[0]
+        # The sequences stay in the layout they came in, (L, N, E) or (N, L, E): a projection
+        # maps each position's vector alone, so it does not care, and reading (N, L, E) through
+        # a transposed view would copy every input and output gradient into rows for the GEMMs.
+        batch_first = self.batch_first and batched
+        sequence_axis = 1 if batch_first else 0
+        length, batch = query.shape[sequence_axis], query.shape[1 - sequence_axis]
+        source = key.shape[sequence_axis]
         heads, head_dim = self.num_heads, self.head_dim
         if query.shape[2] != self.embed_dim or key.shape[2] != self.kdim \
-                or value.shape[2] != self.vdim or value.shape[0] != source:
+                or value.shape[2] != self.vdim or value.shape[sequence_axis] != source:
             raise ValueError(f"MultiheadAttention: query {query.shape}, key {key.shape} and "
                              f"value {value.shape} do not fit embed_dim={self.embed_dim}, "
                              f"kdim={self.kdim}, vdim={self.vdim}")
         (wq, wk, wv), (bq, bk, bv) = self._projections()
-        k, v = linear(key, wk, bk), linear(value, wv, bv)  # (S, N, E)
+        k, v = linear(key, wk, bk), linear(value, wv, bv)  # (S, N, E) or (N, S, E)
         if is_causal and attn_mask is None:
             attn_mask = ~causal_mask(length, source, query.device)  # True: blocked
         appended = []
+        one_step = (batch, 1, self.embed_dim) if batch_first else (1, batch, self.embed_dim)
         if self.bias_k is not None:
-            appended.append((self.bias_k.expand(1, batch, self.embed_dim),
-                             self.bias_v.expand(1, batch, self.embed_dim)))
+            appended.append((self.bias_k.expand(*one_step), self.bias_v.expand(*one_step)))
         if self.add_zero_attn:
-            zeros = Tensor._wrap(k.backend.zeros((1, batch, self.embed_dim), k.dtype), k.device)
+            zeros = Tensor._wrap(k.backend.zeros(one_step, k.dtype), k.device)
             appended.append((zeros, zeros))
         for extra_k, extra_v in appended:
-            k, v = cat([k, extra_k]), cat([v, extra_v])
-        # (L, N, E) -> (N, H, L, E/H): heads split off the feature axis. The batch keeps an axis
-        # of its own throughout, so an exported graph works at any batch size.
+            k, v = cat([k, extra_k], sequence_axis), cat([v, extra_v], sequence_axis)
+        # -> (N, H, L, E/H): heads split off the feature axis. The batch keeps an axis of its own
+        # throughout, so an exported graph works at any batch size.
         keys = source + len(appended)
-        q = linear(query, wq, bq).reshape(length, batch, heads, head_dim).permute(1, 2, 0, 3)
-        k = k.reshape(keys, batch, heads, head_dim).permute(1, 2, 0, 3)
-        v = v.reshape(keys, batch, heads, head_dim).permute(1, 2, 0, 3)
+        to_heads = (0, 2, 1, 3) if batch_first else (1, 2, 0, 3)
+        q = linear(query, wq, bq).reshape(query.shape[:2] + (heads, head_dim)).permute(to_heads)
+        k = k.reshape(k.shape[:2] + (heads, head_dim)).permute(to_heads)
+        v = v.reshape(v.shape[:2] + (heads, head_dim)).permute(to_heads)
         # The appended keys are attended by every query: masks get columns of 0 for them.
         mask = _with_open_keys(_additive(attn_mask, q.dtype, "attn_mask"), len(appended))
         if mask is not None and mask.ndim == 3:  # one (L, S) mask per (sample, head)
@@ -163,10 +167,9 @@ class MultiheadAttention(Module):
         weights = softmax(scores if mask is None else scores + mask, -1)
         if self.training and self.dropout > 0.0:
             weights = dropout(weights, self.dropout, True)
-        out = (weights @ v).permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)
-        out = self.out_proj(out)
-        if self.batch_first and batched:
-            out = out.transpose(0, 1)
+        # (N, H, L, E/H) -> the input's layout, the heads concatenated along the features.
+        out = (weights @ v).permute(to_heads if batch_first else (2, 0, 1, 3))
+        out = self.out_proj(out.reshape(query.shape[:2] + (self.embed_dim,)))
         if not batched:
             out = out.squeeze(1)
         if not need_weights:
