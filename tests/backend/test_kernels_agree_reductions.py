@@ -17,6 +17,7 @@ from minidl.backend.reference import array_ops  # noqa: E402
 def threaded(monkeypatch):
     """Every float array counts as large; blocks of 8 rows, so a small array has several."""
     monkeypatch.setattr(reductions, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(reductions, "THREADED_MIN_WORK", 0)
     monkeypatch.setattr(reductions, "MIN_BLOCK_ROWS", 8)
     return reductions
 
@@ -56,6 +57,20 @@ def test_leading_axes_sums_agree_with_numpy_at_any_thread_count(threaded, dtype,
     np.testing.assert_array_equal(one, many)
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(one, numpys, rtol=tolerance, atol=tolerance * np.abs(x).sum(0).max())
+
+
+def test_a_sum_below_the_threads_size_is_the_same_tiles_on_one_thread(threaded, monkeypatch):
+    used = []
+    kernel = reductions.loading._kernel
+    monkeypatch.setattr(reductions.loading, "_kernel",
+                        lambda module, name: used.append(name) or kernel(module, name))
+    x = np.random.default_rng(2).standard_normal((70, 1100)).astype(np.float32)
+    x[:3, 0] = [1e8, -1e8, 0.5]  # cancellation: a change of order shows in the bits
+    on_threads = threaded.sum(x, 0)
+    monkeypatch.setattr(reductions, "THREADED_MIN_WORK", x.size + 1)
+    in_one_thread = threaded.sum(x, 0)
+    assert used == ["sum_rows", "sum_rows_in_one_thread"]
+    np.testing.assert_array_equal(on_threads, in_one_thread)
 
 
 def test_a_sum_over_fewer_rows_than_two_blocks_is_numpys_row_by_row_sum(threaded):

@@ -7,8 +7,10 @@ every axis but the last, a convolution's over the batch and the pixels, (0, 2, 3
 these on one thread. A C-contiguous float32/float64 array of at least :data:`PARALLEL_MIN_WORK`
 elements whose summed axes are its leading axes, optionally with a run of trailing axes (the
 pixels), goes to :func:`.reduction_threads.sum_rows`: the leading axes become the rows of a
-(rows, width) array summed in fixed tiles, the same bits at any thread count. The trailing axes,
-if any, are then summed by NumPy over what is left (1/rows of the data).
+(rows, width) array summed in fixed tiles, the same bits at any thread count, on threads from
+:data:`THREADED_MIN_WORK` elements (one NumPy pass is slower than the tiles even on one
+thread). The trailing axes, if any, are then summed by NumPy over what is left (1/rows of the
+data).
 
 An embedding's gradient sums each looked-up row's gradient into the table row its index names
 (:meth:`Backend.index_add` with one integer array on the first axis): NumPy's ``np.add.at`` does
@@ -28,7 +30,12 @@ from ..threads import follow_in_this_thread
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
-"""Elements from which a sum is split over threads (as for the elementwise passes)."""
+"""Elements from which a sum is the tiled kernel's (below, NumPy's call; Numba is not loaded)."""
+
+THREADED_MIN_WORK = 1 << 20
+"""Elements from which the tiles run on Numba's threads; below, they run one after another on
+the calling thread. One thread sums a (2048, 128) bias gradient's tiles in about the time it
+takes to wake the pool, so splitting it made the step slower at 2 threads than at 1."""
 
 ROW_BLOCKS = 16
 """At most this many blocks of rows: the partial rows then cost at most 16 rows' worth of memory,
@@ -79,8 +86,9 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
     kept_shape = x.shape[leading:]
     follow_in_this_thread()
     out = np.empty(kept_shape, x.dtype)
-    loading._kernel("reduction_threads", "sum_rows")(x.reshape(rows, -1), row_blocks(rows),
-                                                     out.reshape(-1))
+    kernel = "sum_rows" if x.size >= THREADED_MIN_WORK else "sum_rows_in_one_thread"
+    loading._kernel("reduction_threads", kernel)(x.reshape(rows, -1), row_blocks(rows),
+                                                 out.reshape(-1))
     if trailing:
         out = array_ops.sum(out, tuple(range(out.ndim - trailing, out.ndim)))
     if keepdims:
