@@ -151,7 +151,11 @@ class MultiheadAttention(Module):
         # throughout, so an exported graph works at any batch size.
         keys = source + len(appended)
         to_heads = (0, 2, 1, 3) if batch_first else (1, 2, 0, 3)
-        q = linear(query, wq, bq).reshape(query.shape[:2] + (heads, head_dim)).permute(to_heads)
+        # The queries are scaled by 1/√(E/H) before the heads are split off: the same products,
+        # on the projection's row-major output rather than a permuted view of it (which the
+        # backend can only multiply in one NumPy pass on one thread).
+        q = linear(query, wq, bq) * (1.0 / math.sqrt(head_dim))
+        q = q.reshape(query.shape[:2] + (heads, head_dim)).permute(to_heads)
         k = k.reshape(k.shape[:2] + (heads, head_dim)).permute(to_heads)
         v = v.reshape(v.shape[:2] + (heads, head_dim)).permute(to_heads)
         # The appended keys are attended by every query: masks get columns of 0 for them.
@@ -163,7 +167,7 @@ class MultiheadAttention(Module):
         if padding is not None:
             padding = padding.reshape(batch, 1, 1, keys)
             mask = padding if mask is None else mask + padding
-        scores = (q * (1.0 / math.sqrt(head_dim))) @ k.transpose(2, 3)
+        scores = q @ k.transpose(2, 3)
         weights = softmax(scores if mask is None else scores + mask, -1)
         if self.training and self.dropout > 0.0:
             weights = dropout(weights, self.dropout, True)
