@@ -34,8 +34,10 @@ PARALLEL_MIN_WORK = 1 << 18
 
 THREADED_MIN_WORK = 1 << 20
 """Elements from which the tiles run on Numba's threads; below, they run one after another on
-the calling thread. One thread sums a (2048, 128) bias gradient's tiles in about the time it
-takes to wake the pool, so splitting it made the step slower at 2 threads than at 1."""
+the calling thread. One thread sums a (2048, 128) bias gradient's tiles in ~21 us; two took
+~14 us at best, but waking the pool waits for a free core, and on a busy machine the median
+was ~120 us: a few microseconds are not worth that risk. A (2048, 512) sum takes ~170 us on one
+thread, enough to pay for the wake-up."""
 
 ROW_BLOCKS = 16
 """At most this many blocks of rows: the partial rows then cost at most 16 rows' worth of memory,
