@@ -107,7 +107,8 @@ def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget)
 
     def compute(start, stop):
         seen.append((start, stop, product_threads._threads.thread_budget()))
-    product_threads.compute_in_parts(compute, 5, 10 * product_threads.PARALLEL_MIN_WORK)
+    parts = product_threads.part_count(5, 10 * product_threads.PARALLEL_MIN_WORK)
+    product_threads.compute_in_parts(compute, 5, parts)
     assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS held at one thread each
     assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
 
@@ -119,9 +120,15 @@ def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
         if start > 0:
             raise ZeroDivisionError("part two")
     with pytest.raises(ZeroDivisionError, match="part two"):
-        product_threads.compute_in_parts(compute, 4, 4 * product_threads.PARALLEL_MIN_WORK)
+        product_threads.compute_in_parts(compute, 4, 2)
     assert product_threads._threads.thread_budget() == 2  # BLAS's count given back
     parts = []
-    product_threads.compute_in_parts(lambda start, stop: parts.append(start), 4,
-                                     4 * product_threads.PARALLEL_MIN_WORK)
+    product_threads.compute_in_parts(lambda start, stop: parts.append(start), 4, 2)
     assert sorted(parts) == [0, 2]
+
+
+def test_more_parts_than_the_budget_are_never_more_threads(budget):
+    budget(2)
+    ranges = []
+    product_threads.compute_in_parts(lambda start, stop: ranges.append((start, stop)), 9, 1000)
+    assert sorted(ranges) == [(0, 4), (4, 9)]  # two threads, not a thousand

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
-from .product_threads import compute_in_parts
+from .product_threads import compute_in_parts, part_count
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -301,11 +301,14 @@ def _summed_over_batch_axis(a, b, axis):
     b = np.moveaxis(np.swapaxes(b, -1, -2), axis, -2)               # (..., n, S, k)
     b = np.swapaxes(b.reshape(b.shape[:-2] + (b.shape[-2] * b.shape[-1],)), -1, -2)
     m, n = a.shape[-2], b.shape[-1]
+    parts = part_count(m, m * a.shape[-1] * n)  # the work of one BLAS call of the stack
+    if parts == 1:
+        return _product(a, b)
     out = np.empty(a.shape[:-2] + (m, n), dtype=np.result_type(a, b))
 
     def rows(start, stop):
         np.matmul(a[..., start:stop, :], b, out=out[..., start:stop, :])
-    compute_in_parts(rows, m, m * a.shape[-1] * n)  # the work of one stacked product
+    compute_in_parts(rows, m, parts)
     return out
 
 
@@ -328,23 +331,36 @@ def _as_one_wide_product(a, b):
     images of b side by side and multiplying them into its columns of the result."""
     n_blocks, (m, k), n = b.shape[-3], a.shape[-2:], b.shape[-1]
     left = a[..., 0, :, :]
-    out = np.empty(b.shape[:-3] + (m, n_blocks * n), dtype=np.result_type(a, b))
+    parts = part_count(n_blocks, m * k * n_blocks * n)  # the work of one BLAS call of the stack
+    if parts == 1:
+        product = _product(left, _side_by_side(b, 0, n_blocks))            # (..., m, N·n)
+    else:
+        product = np.empty(b.shape[:-3] + (m, n_blocks * n), dtype=np.result_type(a, b))
 
-    def images(start, stop):
-        wide = np.swapaxes(b[..., start:stop, :, :], -3, -2)         # (..., k, images, n)
-        wide = wide.reshape(wide.shape[:-2] + ((stop - start) * n,))
-        np.matmul(left, wide, out=out[..., start * n:stop * n])
-    compute_in_parts(images, n_blocks, m * k * n_blocks * n)  # one stacked product
-    return np.swapaxes(out.reshape(out.shape[:-1] + (n_blocks, n)), -2, -3)
+        def images(start, stop):
+            np.matmul(left, _side_by_side(b, start, stop),
+                      out=product[..., start * n:stop * n])
+        compute_in_parts(images, n_blocks, parts)
+    return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
+
+
+def _side_by_side(b, start, stop):
+    """Blocks start..stop of b (…, N, k, n) copied side by side: (…, k, (stop - start)·n)."""
+    wide = np.swapaxes(b[..., start:stop, :, :], -3, -2)                # (..., k, blocks, n)
+    return wide.reshape(wide.shape[:-2] + ((stop - start) * b.shape[-1],))
 
 
 def _block_by_block(a, b):
     """a (…, N, m, k) @ b (…, N, k, n), each block's product written in place; threads share
     it by blocks of whole images (the last batch axis)."""
+    # Every part makes the same per-block BLAS calls as the whole, so all of the work counts.
+    parts = part_count(a.shape[-3], math.prod(a.shape[:-1]) * a.shape[-1] * b.shape[-1])
+    if parts == 1:
+        return np.matmul(a, b)
     out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=np.result_type(a, b))
 
     def images(start, stop):
         np.matmul(a[..., start:stop, :, :], b[..., start:stop, :, :],
                   out=out[..., start:stop, :, :])
-    compute_in_parts(images, a.shape[-3], out.size * a.shape[-1])
+    compute_in_parts(images, a.shape[-3], parts)
     return out

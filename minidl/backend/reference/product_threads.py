@@ -9,7 +9,7 @@ pools then take turns on the cores instead of working at once. So a product that
 is cut here into as many parts as the thread budget (``md.set_num_threads``), the calling thread
 computes one part and a few persistent worker threads the others (NumPy lets go of the GIL
 inside ``matmul``), while OpenBLAS is held at one thread so that the budget is never exceeded.
-The workers sleep on a lock between products: nothing spins.
+The workers sleep on a semaphore between products: nothing spins.
 
 A part is a range of output rows, of output columns or of whole images, never a range of the
 summed axis: every output element is still one BLAS dot product over the whole of k, in the
@@ -83,17 +83,22 @@ class _ProductThreads:
         self._blas = None  # (get, set), looked up on first use
         self._looked_up = False
 
-    def thread_budget(self) -> int:
-        """The thread count ``md.set_num_threads`` gave OpenBLAS (1 without OpenBLAS)."""
+    def _openblas(self):
         if not self._looked_up:
             self._blas, self._looked_up = _openblas_thread_count_functions(), True
-        return int(self._blas[0]()) if self._blas is not None else 1
+        return self._blas
 
-    def run(self, compute, size: int, work: int) -> None:
-        """Call ``compute(start, stop)`` over ranges that cover ``range(size)`` once, as one call
-        on this thread or in one range per thread, each of PARALLEL_MIN_WORK or more."""
-        budget = self.thread_budget() if work >= 2 * PARALLEL_MIN_WORK else 1
-        parts = min(budget, size, work // PARALLEL_MIN_WORK)
+    def thread_budget(self) -> int:
+        """The thread count ``md.set_num_threads`` gave OpenBLAS (1 without OpenBLAS)."""
+        blas = self._openblas()
+        return int(blas[0]()) if blas is not None else 1
+
+    def run(self, compute, size: int, parts: int) -> None:
+        """Call ``compute(start, stop)`` on ``parts`` ranges that cover ``range(size)``, at once,
+        one per thread (at most the budget's; all on this thread while another caller has the
+        workers)."""
+        budget = self.thread_budget()
+        parts = min(parts, budget, size)  # never more threads than the budget
         if parts < 2 or not self._lock.acquire(blocking=False):
             compute(0, size)
             return
@@ -136,13 +141,21 @@ def _forget_the_parent_threads():
 os.register_at_fork(after_in_child=_forget_the_parent_threads)
 
 
-def compute_in_parts(compute, size: int, work: int) -> None:
-    """Call ``compute(start, stop)`` on ranges that split ``range(size)``: on the calling thread
-    alone for a budget of one thread or small ``work``, else one range per thread of the budget,
-    at once. ``compute`` writes only its own range of the result. ``work`` counts the
-    multiply-adds of one BLAS call that the ranges cut (spread evenly over ``size``), so that
-    every part's call stays above OpenBLAS's small-matrix kernels."""
-    _threads.run(compute, size, work)
+def part_count(size: int, work: int) -> int:
+    """How many threads share a product of ``work`` multiply-adds cut along an axis of ``size``:
+    1 for small work or a budget of one thread, else up to one part per thread. Where the cut
+    shrinks a BLAS call, ``work`` is that call's, so that each part's call stays above
+    OpenBLAS's small-matrix kernels."""
+    if work < 2 * PARALLEL_MIN_WORK:
+        return 1
+    return max(1, min(_threads.thread_budget(), size, work // PARALLEL_MIN_WORK))
 
 
-__all__ = ["compute_in_parts", "PARALLEL_MIN_WORK"]
+def compute_in_parts(compute, size: int, parts: int) -> None:
+    """Call ``compute(start, stop)`` on ``parts`` ranges that split ``range(size)``, each on its
+    own thread, at once, with OpenBLAS held at one thread meanwhile. ``compute`` writes only
+    its own range of the result."""
+    _threads.run(compute, size, parts)
+
+
+__all__ = ["part_count", "compute_in_parts", "PARALLEL_MIN_WORK"]
