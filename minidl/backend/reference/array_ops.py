@@ -12,6 +12,7 @@ import numpy as np
 
 from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
+from .product_threads import compute_in_parts, part_count
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -271,10 +272,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=No
         b = np.broadcast_to(b, layout.batch + b.shape[-2:])
     if layout.sum_axis is not None:
         product = _summed_over_batch_axis(a, b, layout.sum_axis)
-    elif layout.batch and _blocks_of_one_wide_product(a, b):
+    elif not layout.batch:
+        product = _product(a, b)
+    elif _blocks_of_one_wide_product(a, b):
         product = _as_one_wide_product(a, b)
     else:
-        product = _product(a, b)
+        product = _block_by_block(a, b)
     return np.ascontiguousarray(np.transpose(product, layout.out_axes))
 
 
@@ -291,12 +294,22 @@ def _product(a, b):
 def _summed_over_batch_axis(a, b, axis):
     """Σ_s a[s] @ b[s] over batch ``axis`` as one product over a longer k: a's k blocks side by
     side (m, S·k) times b's stacked (S·k, n). b's copy, when one is needed, is laid out k-last,
-    so BLAS reads it transposed, as it reads a convolution's output gradient."""
+    so BLAS reads it transposed, as it reads a convolution's output gradient. Threads share
+    the product by rows of a (never by k, which would change the sums' order)."""
     a = np.moveaxis(a, axis, -2)                                    # (..., m, S, k)
     a = a.reshape(a.shape[:-2] + (a.shape[-2] * a.shape[-1],))
     b = np.moveaxis(np.swapaxes(b, -1, -2), axis, -2)               # (..., n, S, k)
     b = np.swapaxes(b.reshape(b.shape[:-2] + (b.shape[-2] * b.shape[-1],)), -1, -2)
-    return _product(a, b)
+    m, n = a.shape[-2], b.shape[-1]
+    parts = part_count(m, m * a.shape[-1] * n)  # the work of one BLAS call of the stack
+    if parts == 1:
+        return _product(a, b)
+    out = np.empty(a.shape[:-2] + (m, n), dtype=np.result_type(a, b))
+
+    def rows(start, stop):
+        np.matmul(a[..., start:stop, :], b, out=out[..., start:stop, :])
+    compute_in_parts(rows, m, parts)
+    return out
 
 
 def _blocks_of_one_wide_product(a, b) -> bool:
@@ -314,9 +327,40 @@ def _blocks_of_one_wide_product(a, b) -> bool:
 
 def _as_one_wide_product(a, b):
     """a (…, N, m, k), one matrix along N, times b (…, N, k, n) as a (…, m, k) @ (…, k, N·n),
-    viewed back as (…, N, m, n)."""
-    n_blocks, n = b.shape[-3], b.shape[-1]
-    wide = np.swapaxes(b, -3, -2)                                    # (..., k, N, n)
-    wide = wide.reshape(wide.shape[:-2] + (n_blocks * n,))
-    product = _product(a[..., 0, :, :], wide)                        # (..., m, N·n)
+    viewed back as (…, N, m, n). Threads share it by blocks of whole images, each copying its
+    images of b side by side and multiplying them into its columns of the result."""
+    n_blocks, (m, k), n = b.shape[-3], a.shape[-2:], b.shape[-1]
+    left = a[..., 0, :, :]
+    parts = part_count(n_blocks, m * k * n_blocks * n)  # the work of one BLAS call of the stack
+    if parts == 1:
+        product = _product(left, _side_by_side(b, 0, n_blocks))            # (..., m, N·n)
+    else:
+        product = np.empty(b.shape[:-3] + (m, n_blocks * n), dtype=np.result_type(a, b))
+
+        def images(start, stop):
+            np.matmul(left, _side_by_side(b, start, stop),
+                      out=product[..., start * n:stop * n])
+        compute_in_parts(images, n_blocks, parts)
     return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
+
+
+def _side_by_side(b, start, stop):
+    """Blocks start..stop of b (…, N, k, n) copied side by side: (…, k, (stop - start)·n)."""
+    wide = np.swapaxes(b[..., start:stop, :, :], -3, -2)                # (..., k, blocks, n)
+    return wide.reshape(wide.shape[:-2] + ((stop - start) * b.shape[-1],))
+
+
+def _block_by_block(a, b):
+    """a (…, N, m, k) @ b (…, N, k, n), each block's product written in place; threads share
+    it by blocks of whole images (the last batch axis)."""
+    # Every part makes the same per-block BLAS calls as the whole, so all of the work counts.
+    parts = part_count(a.shape[-3], math.prod(a.shape[:-1]) * a.shape[-1] * b.shape[-1])
+    if parts == 1:
+        return np.matmul(a, b)
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=np.result_type(a, b))
+
+    def images(start, stop):
+        np.matmul(a[..., start:stop, :, :], b[..., start:stop, :, :],
+                  out=out[..., start:stop, :, :])
+    compute_in_parts(images, a.shape[-3], parts)
+    return out

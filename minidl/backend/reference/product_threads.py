@@ -1,0 +1,161 @@
+"""A large matrix product's independent parts computed on several threads at once, each part one
+BLAS call on one thread.
+
+Why not leave the threads to BLAS: a convolution's products are stacks of small GEMMs (one per
+image), which OpenBLAS runs one after another, each on one core (it threads only large single
+products). And where it does thread, its idle workers spin on the cores for a while after each
+product, just when the Numba kernels around it (im2col, batch norm) want those cores: the two
+pools then take turns on the cores instead of working at once. So a product that is big enough
+is cut here into as many parts as the thread budget (``md.set_num_threads``), the calling thread
+computes one part and a few persistent worker threads the others (NumPy lets go of the GIL
+inside ``matmul``), while OpenBLAS is held at one thread so that the budget is never exceeded.
+The workers sleep on a semaphore between products: nothing spins.
+
+A part is a range of output rows, of output columns or of whole images, never a range of the
+summed axis: every output element is still one BLAS dot product over the whole of k, in the
+same order, so the result is bitwise the same whichever thread computes it and however many
+parts there are.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from ..threads import _OPENBLAS_GETTERS, _OPENBLAS_SETTERS, _loaded_openblas
+
+# Multiply-adds every part keeps: a product smaller than two parts stays on the calling thread.
+# Waking a worker costs tens of microseconds, the time of about a million multiply-adds on one
+# core. And below 100³ = 10⁶ multiply-adds OpenBLAS switches to its small-matrix kernels, which
+# sum in another order: a part of a product too large for them must stay too large as well, or
+# its bits would depend on the thread count.
+PARALLEL_MIN_WORK = 1 << 21
+
+
+def _openblas_thread_count_functions():
+    """OpenBLAS's (get, set) thread count functions, or None where NumPy uses another BLAS."""
+    for library in _loaded_openblas():
+        getter = next((getattr(library, name) for name in _OPENBLAS_GETTERS
+                       if hasattr(library, name)), None)
+        setter = next((getattr(library, name) for name in _OPENBLAS_SETTERS
+                       if hasattr(library, name)), None)
+        if getter is not None and setter is not None:
+            return getter, setter
+    return None
+
+
+class _Worker:
+    """A thread that runs one function at a time, handed to it by :meth:`start`."""
+
+    def __init__(self):
+        self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
+        self._function, self._error = None, None
+        threading.Thread(target=self._serve, name="minidl-product", daemon=True).start()
+
+    def _serve(self):
+        while True:
+            self._go.acquire()
+            try:
+                self._function()
+            except BaseException as error:  # handed back to the caller by wait()
+                self._error = error
+            self._done.release()
+
+    def start(self, function):
+        self._function, self._error = function, None
+        self._go.release()
+
+    def wait(self):
+        """Wait for the function to return; what it raised, or None."""
+        self._done.acquire()
+        error, self._error, self._function = self._error, None, None
+        return error
+
+
+class _ProductThreads:
+    """The workers, created on first use, and the lock that gives them to one caller at a time
+    (a second thread calling a product meanwhile computes it alone)."""
+
+    def __init__(self):
+        self._workers: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._blas = None  # (get, set), looked up on first use
+        self._looked_up = False
+
+    def _openblas(self):
+        if not self._looked_up:
+            self._blas, self._looked_up = _openblas_thread_count_functions(), True
+        return self._blas
+
+    def thread_budget(self) -> int:
+        """The thread count ``md.set_num_threads`` gave OpenBLAS (1 without OpenBLAS)."""
+        blas = self._openblas()
+        return int(blas[0]()) if blas is not None else 1
+
+    def run(self, compute, size: int, parts: int) -> None:
+        """Call ``compute(start, stop)`` on ``parts`` ranges that cover ``range(size)``, at once,
+        one per thread (at most the budget's; all on this thread while another caller has the
+        workers)."""
+        budget = self.thread_budget()
+        parts = min(parts, budget, size)  # never more threads than the budget
+        if parts < 2 or not self._lock.acquire(blocking=False):
+            compute(0, size)
+            return
+        try:
+            while len(self._workers) < parts - 1:
+                self._workers.append(_Worker())
+            set_count = self._blas[1]
+            set_count(ctypes.c_int(1))  # each part's BLAS call on its own thread: parts <= budget
+            try:
+                self._run_parts(compute, size, parts)
+            finally:
+                set_count(ctypes.c_int(budget))
+        finally:
+            self._lock.release()
+
+    def _run_parts(self, compute, size: int, parts: int) -> None:
+        bounds = [size * part // parts for part in range(parts + 1)]
+        workers = self._workers[:parts - 1]
+        for worker, start, stop in zip(workers, bounds[1:], bounds[2:]):
+            worker.start(lambda start=start, stop=stop: compute(start, stop))
+        try:
+            compute(bounds[0], bounds[1])
+        finally:
+            # Every worker, even after an error here: they write into the caller's result.
+            errors = [error for error in (worker.wait() for worker in workers) if error]
+        if errors:
+            raise errors[0]
+
+
+_threads = _ProductThreads()
+
+
+def _forget_the_parent_threads():
+    # A forked child has only the thread that forked: the parent's workers are not there to
+    # answer, and the lock may have been held by a thread that no longer exists.
+    global _threads
+    _threads = _ProductThreads()
+
+
+os.register_at_fork(after_in_child=_forget_the_parent_threads)
+
+
+def part_count(size: int, work: int) -> int:
+    """How many threads share a product of ``work`` multiply-adds cut along an axis of ``size``:
+    1 for small work or a budget of one thread, else up to one part per thread. Where the cut
+    shrinks a BLAS call, ``work`` is that call's, so that each part's call stays above
+    OpenBLAS's small-matrix kernels."""
+    if work < 2 * PARALLEL_MIN_WORK:
+        return 1
+    return max(1, min(_threads.thread_budget(), size, work // PARALLEL_MIN_WORK))
+
+
+def compute_in_parts(compute, size: int, parts: int) -> None:
+    """Call ``compute(start, stop)`` on ``parts`` ranges that split ``range(size)``, each on its
+    own thread, at once, with OpenBLAS held at one thread meanwhile. ``compute`` writes only
+    its own range of the result."""
+    _threads.run(compute, size, parts)
+
+
+__all__ = ["part_count", "compute_in_parts", "PARALLEL_MIN_WORK"]

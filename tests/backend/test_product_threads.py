@@ -1,0 +1,134 @@
+"""A convolution's products split over threads (:mod:`minidl.backend.reference.product_threads`)
+give the bits of the one-thread products, at 1 and 2 threads, within the thread budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minidl as md
+from minidl.backend.reference import array_ops, product_threads
+
+pytestmark = pytest.mark.skipif(product_threads._openblas_thread_count_functions() is None,
+                                reason="NumPy here does not use OpenBLAS")
+
+
+@pytest.fixture
+def budget():
+    """Set the thread budget for one test, and give the old one back after it."""
+    before = md.get_num_threads()
+    yield md.set_num_threads
+    md.set_num_threads(before)
+
+
+@pytest.fixture
+def split_calls(monkeypatch):
+    """The part counts the products were split into (a product on one thread adds nothing)."""
+    calls = []
+    run_parts = product_threads._ProductThreads._run_parts
+
+    def counting(self, compute, size, parts):
+        calls.append(parts)
+        return run_parts(self, compute, size, parts)
+    monkeypatch.setattr(product_threads._ProductThreads, "_run_parts", counting)
+    return calls
+
+
+def _conv_operands(images, channels, out_channels, side, dtype):
+    """Random im2col columns (1, K, N, L), weight (1, 1, O, K) and output gradient (N, 1, O, L)
+    of a 3x3 convolution with one group."""
+    rng = np.random.default_rng(0)
+    k, pixels = channels * 9, side * side
+    return (rng.standard_normal((1, k, images, pixels)).astype(dtype),
+            rng.standard_normal((1, 1, out_channels, k)).astype(dtype),
+            rng.standard_normal((images, 1, out_channels, pixels)).astype(dtype))
+
+
+def _conv_products(cols, weight, grad):
+    """The forward product, weight gradient and input gradient, called as
+    :class:`~minidl.ops.conv.Conv2dFunction` calls them."""
+    return (array_ops.matmul(weight, cols, b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3)),
+            array_ops.matmul(cols, grad, a_axes=(0, 2, 1, 3), b_axes=(1, 0, 3, 2), sum_axis=1,
+                             out_axes=(0, 2, 1)),
+            array_ops.matmul(weight, grad, transpose_a=True, b_axes=(1, 0, 2, 3),
+                             out_axes=(0, 2, 1, 3)))
+
+
+# 16x16 maps: the forward product image by image; 8x8: one wide product (see array_ops).
+@pytest.mark.parametrize("side, images", [(16, 16), (8, 32)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_products_give_the_one_thread_bits_on_two_threads(budget, split_calls, side,
+                                                               images, dtype):
+    cols, weight, grad = _conv_operands(images, 16, 16, side, dtype)
+    budget(1)
+    one_thread = _conv_products(cols, weight, grad)
+    assert split_calls == []
+    budget(2)
+    two_threads = _conv_products(cols, weight, grad)
+    assert split_calls == [2, 2, 2]  # forward, weight gradient, input gradient: all split
+    for one, two in zip(one_thread, two_threads):
+        assert two.flags.c_contiguous
+        np.testing.assert_array_equal(one, two)
+    # And they are the convolution's products: Y[i] = W @ cols[i], dW = sum_i dY[i] @ cols[i]^T.
+    tolerance = 1e-3 if dtype == np.float32 else 1e-10  # sums of 144 and 4096 or 2048 products
+    np.testing.assert_allclose(two_threads[0][:, 0], np.einsum("ok,kil->iol", weight[0, 0],
+                                                               cols[0]), atol=tolerance)
+    np.testing.assert_allclose(two_threads[1][0], np.einsum("iol,kil->ok", grad[:, 0], cols[0]),
+                               atol=tolerance * 10)
+
+
+def test_a_convolution_and_its_gradients_are_the_same_bits_at_one_and_two_threads(
+        budget, split_calls):
+    # The whole layer: im2col and col2im (Numba, split by input plane) around the products.
+    rng = np.random.default_rng(1)
+    x0 = rng.standard_normal((16, 16, 16, 16)).astype(np.float32)
+    w0 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    runs = []
+    for threads in (1, 2):
+        budget(threads)
+        x, w = md.tensor(x0, requires_grad=True), md.tensor(w0, requires_grad=True)
+        y = md.nn.functional.conv2d(x, w, padding=1)
+        (y * y).sum().backward()
+        runs.append((y.numpy(), x.grad.numpy(), w.grad.numpy()))
+    assert split_calls == [2, 2, 2]
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
+
+
+def test_a_small_product_stays_on_the_calling_thread(budget, split_calls):
+    budget(2)
+    _conv_products(*_conv_operands(2, 4, 4, 8, np.float32))
+    assert split_calls == []
+
+
+def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget):
+    budget(2)
+    seen = []
+
+    def compute(start, stop):
+        seen.append((start, stop, product_threads._threads.thread_budget()))
+    parts = product_threads.part_count(5, 10 * product_threads.PARALLEL_MIN_WORK)
+    product_threads.compute_in_parts(compute, 5, parts)
+    assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS held at one thread each
+    assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
+
+
+def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
+    budget(2)
+
+    def compute(start, stop):
+        if start > 0:
+            raise ZeroDivisionError("part two")
+    with pytest.raises(ZeroDivisionError, match="part two"):
+        product_threads.compute_in_parts(compute, 4, 2)
+    assert product_threads._threads.thread_budget() == 2  # BLAS's count given back
+    parts = []
+    product_threads.compute_in_parts(lambda start, stop: parts.append(start), 4, 2)
+    assert sorted(parts) == [0, 2]
+
+
+def test_more_parts_than_the_budget_are_never_more_threads(budget):
+    budget(2)
+    ranges = []
+    product_threads.compute_in_parts(lambda start, stop: ranges.append((start, stop)), 9, 1000)
+    assert sorted(ranges) == [(0, 4), (4, 9)]  # two threads, not a thousand
