@@ -4,10 +4,10 @@ Same names and results as :func:`minidl.backend.reference.nn_kernels.batch_norm_
 ``batch_norm_backward``, whose docstrings state the formulas. Statistics are per channel of x
 viewed as (N, C, S): channel c is the N planes ``x[b, c]``, each S contiguous values.
 
-**Planes are the tasks.** Every pass walks whole planes, each a contiguous run that LLVM
-vectorises, and a plane is one task for Numba's threads (N·C of them: 2048 to 4096 for a CIFAR
-CNN's layers, enough for any core count). A pass that sums writes one partial sum per plane,
-into an (N, C) array; a channel's total then adds its N partials in the order b = 0, 1, ...
+**Planes are the units of work.** Every pass walks whole planes, each a contiguous run that
+LLVM vectorises, and Numba's threads take blocks of whole planes (about :data:`TASK_ELEMENTS`
+values each, a number of blocks fixed by the shape). A pass that sums writes one partial sum per
+plane, into an (N, C) array; a channel's total then adds its N partials in the order b = 0, 1, ...
 Forward with the batch's statistics (three passes over x)::
 
     sums[b, c]    = Σ_k x[b, c, k]                  mean[c] = Σ_b sums[b, c] / (N·S)
@@ -24,7 +24,7 @@ split of planes over threads changes who computes a number, never how.
 
 **Why the plane sums may reassociate.** A sum written as one running total is a chain of
 dependent additions that LLVM must keep in order, one element at a time (~0.35 ns per element
-here). The plane sums are compiled with the licence to reassociate (``fastmath={"reassoc"}``,
+on an AVX-512 core). The plane sums are compiled with the licence to reassociate (``fastmath={"reassoc"}``,
 nothing else: NaN and infinity still propagate), so LLVM keeps several vector-wide partial sums
 and adds them at the end: ~0.15 ns per element. The order it picks depends only on the plane's
 length, so each plane's sum is still the same bits on every call and thread. Only these sums get
@@ -47,67 +47,93 @@ REASSOCIATE = {"reassoc"}
 """Numba ``fastmath`` flags for the plane sums: only the licence to reorder additions."""
 
 
-# -- one plane ------------------------------------------------------------------------------------
+# -- blocks of planes: x is seen as (N·C, S), one row per plane; plane p is of channel p % C ------
+# A task handles planes [first, last) in one call: a call per plane would cost more than a short
+# plane's work (Numba counts references to every array argument at each call), and BatchNorm1d's
+# planes are a single value.
 
-@njit(cache=True, fastmath=REASSOCIATE)
-def _plane_sum(x, b, c, center):
-    """Σ_k (x[b, c, k] - center), in float64."""
-    total = 0.0
-    for k in range(x.shape[2]):
-        total += x[b, c, k] - center
-    return total
+TASK_ELEMENTS = 1 << 14
+"""About how many elements one task's block of planes holds (whole planes, at least one)."""
 
 
 @njit(cache=True, fastmath=REASSOCIATE)
-def _plane_sum_of_squares(x, b, c, center):
-    """Σ_k (x[b, c, k] - center)², in float64."""
-    total = 0.0
-    for k in range(x.shape[2]):
-        d = x[b, c, k] - center
-        total += d * d
-    return total
+def _plane_sums(x, first, last, sums):
+    """sums[p] = Σ_k x[p, k] for planes p in [first, last), in float64."""
+    for p in range(first, last):
+        total = 0.0
+        for k in range(x.shape[1]):
+            total += x[p, k]
+        sums[p] = total
 
 
 @njit(cache=True, fastmath=REASSOCIATE)
-def _plane_gradient_sums(grad, x, b, c, center):
-    """(Σ_k g, Σ_k g·(x - center)) over plane (b, c), in float64."""
-    sum_g, sum_gd = 0.0, 0.0
-    for k in range(x.shape[2]):
-        g = np.float64(grad[b, c, k])
-        sum_g += g
-        sum_gd += g * (x[b, c, k] - center)
-    return sum_g, sum_gd
+def _plane_sums_of_squares(x, mean, first, last, squares):
+    """squares[p] = Σ_k (x[p, k] - mean[c])², c = p's channel, in float64."""
+    channels = mean.size
+    for p in range(first, last):
+        center = mean[p % channels]
+        total = 0.0
+        for k in range(x.shape[1]):
+            d = x[p, k] - center
+            total += d * d
+        squares[p] = total
+
+
+@njit(cache=True, fastmath=REASSOCIATE)
+def _plane_gradient_sums(grad, x, mean, first, last, sums_g, sums_gd):
+    """sums_g[p] = Σ_k g[p, k] and sums_gd[p] = Σ_k g[p, k]·(x[p, k] - mean[c]), in float64."""
+    channels = mean.size
+    for p in range(first, last):
+        center = mean[p % channels]
+        sum_g, sum_gd = 0.0, 0.0
+        for k in range(x.shape[1]):
+            g = np.float64(grad[p, k])
+            sum_g += g
+            sum_gd += g * (x[p, k] - center)
+        sums_g[p], sums_gd[p] = sum_g, sum_gd
 
 
 @njit(cache=True, inline="always")
-def _normalise_plane(x, y, b, c, center, scale, shift):
-    # center, scale and shift are locals, not array reads in the loop: LLVM cannot rule out that
-    # writing y changes them, and would reload them for every element.
-    for k in range(x.shape[2]):
-        y[b, c, k] = (x[b, c, k] - center) * scale + shift
+def _normalise_planes(x, y, mean, scale, shift, first, last):
+    channels = mean.size
+    for p in range(first, last):
+        c = p % channels
+        # Locals, not array reads in the loop: LLVM cannot rule out that writing y changes mean
+        # or scale, and would reload them for every element.
+        center, channel_scale, channel_shift = mean[c], scale[c], shift[c]
+        for k in range(x.shape[1]):
+            y[p, k] = (x[p, k] - center) * channel_scale + channel_shift
 
 
 @njit(cache=True, inline="always")
-def _input_gradient_plane(grad, x, dx, b, c, center, rstd, scale, mean_g, mean_gx, batch_stats):
-    if not batch_stats:  # constant statistics: x does not enter (a NaN x keeps a finite dx)
-        for k in range(x.shape[2]):
-            dx[b, c, k] = scale * grad[b, c, k]
-        return
-    for k in range(x.shape[2]):
-        xhat = (x[b, c, k] - center) * rstd
-        dx[b, c, k] = scale * (grad[b, c, k] - mean_g - xhat * mean_gx)
+def _input_gradient_planes(grad, x, dx, mean, rstd, scale, mean_g, mean_gx, batch_stats, first,
+                           last):
+    channels = mean.size
+    for p in range(first, last):
+        c = p % channels
+        channel_scale = scale[c]
+        if not batch_stats:  # constant statistics: x does not enter (a NaN x keeps dx finite)
+            for k in range(x.shape[1]):
+                dx[p, k] = channel_scale * grad[p, k]
+            continue
+        center, channel_rstd = mean[c], rstd[c]
+        channel_mean_g, channel_mean_gx = mean_g[c], mean_gx[c]
+        for k in range(x.shape[1]):
+            xhat = (x[p, k] - center) * channel_rstd
+            dx[p, k] = channel_scale * (grad[p, k] - channel_mean_g - xhat * channel_mean_gx)
 
 
 # -- per channel: the planes' partial sums added in the order b = 0, 1, ... ----------------------
 
 @njit(cache=True, inline="always")
 def _channel_totals(partials, out, divisor):
-    """out[c] = Σ_b partials[b, c] / divisor, b in order (the loop over c vectorises instead)."""
-    out[:] = partials[0]
-    for b in range(1, partials.shape[0]):
-        for c in range(out.size):
-            out[c] += partials[b, c]
-    for c in range(out.size):
+    """out[c] = Σ_b partials[b·C + c] / divisor, b in order (the loop over c vectorises)."""
+    channels = out.size
+    out[:] = partials[:channels]
+    for b in range(1, partials.size // channels):
+        for c in range(channels):
+            out[c] += partials[b * channels + c]
+    for c in range(channels):
         out[c] /= divisor
 
 
@@ -137,89 +163,84 @@ def _input_gradient_factors(mean_g, mean_gx, dweight, dbias, rstd, weight, has_w
     return scale
 
 
-# -- the passes, on the calling thread or split over Numba's threads by plane ---------------------
+# -- the passes, on the calling thread or split over Numba's threads by blocks of planes ----------
 # Starting threads costs tens of microseconds, so a problem under PARALLEL_MIN_WORK elements stays
-# on the calling thread. The serial and threaded twins differ only in range/prange: Numba caches a
-# kernel per function, so one function cannot be compiled both ways.
+# on the calling thread. The serial and threaded twins differ only in their loops over blocks:
+# Numba caches a kernel per function, so one function cannot be compiled both ways. The blocks
+# depend on the shape only; as each plane is summed alone, they would not change a bit anyway.
 
 @njit(cache=True)
 def _forward_serial(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var, rstd, y):
-    n, channels, size = x.shape
+    planes, size = x.shape
     if batch_stats:
-        partials = np.empty((n, channels))
-        for plane in range(n * channels):
-            b, c = plane // channels, plane % channels
-            partials[b, c] = _plane_sum(x, b, c, 0.0)
-        _channel_totals(partials, mean, n * size)
-        for plane in range(n * channels):
-            b, c = plane // channels, plane % channels
-            partials[b, c] = _plane_sum_of_squares(x, b, c, mean[c])
-        _channel_totals(partials, var, n * size)
+        partials = np.empty(planes)
+        _plane_sums(x, 0, planes, partials)
+        _channel_totals(partials, mean, planes // mean.size * size)
+        _plane_sums_of_squares(x, mean, 0, planes, partials)
+        _channel_totals(partials, var, planes // mean.size * size)
     scale, shift = _scale_and_shift(weight, bias, has_weight, has_bias, eps, var, rstd)
-    for plane in range(n * channels):
-        b, c = plane // channels, plane % channels
-        _normalise_plane(x, y, b, c, mean[c], scale[c], shift[c])
+    _normalise_planes(x, y, mean, scale, shift, 0, planes)
 
 
 @njit(cache=True, parallel=True)
 def _forward_threaded(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var, rstd,
-                      y):
-    n, channels, size = x.shape
+                      y, tasks):
+    planes, size = x.shape
     if batch_stats:
-        partials = np.empty((n, channels))
-        for plane in prange(n * channels):
-            b, c = plane // channels, plane % channels
-            partials[b, c] = _plane_sum(x, b, c, 0.0)
-        _channel_totals(partials, mean, n * size)
-        for plane in prange(n * channels):
-            b, c = plane // channels, plane % channels
-            partials[b, c] = _plane_sum_of_squares(x, b, c, mean[c])
-        _channel_totals(partials, var, n * size)
+        partials = np.empty(planes)
+        for task in prange(tasks):
+            _plane_sums(x, task * planes // tasks, (task + 1) * planes // tasks, partials)
+        _channel_totals(partials, mean, planes // mean.size * size)
+        for task in prange(tasks):
+            _plane_sums_of_squares(x, mean, task * planes // tasks,
+                                   (task + 1) * planes // tasks, partials)
+        _channel_totals(partials, var, planes // mean.size * size)
     scale, shift = _scale_and_shift(weight, bias, has_weight, has_bias, eps, var, rstd)
-    for plane in prange(n * channels):
-        b, c = plane // channels, plane % channels
-        _normalise_plane(x, y, b, c, mean[c], scale[c], shift[c])
+    for task in prange(tasks):
+        _normalise_planes(x, y, mean, scale, shift, task * planes // tasks,
+                          (task + 1) * planes // tasks)
 
 
 @njit(cache=True)
 def _backward_serial(grad, x, mean, rstd, weight, has_weight, batch_stats, dx, dweight, dbias):
-    n, channels, size = x.shape
-    sums_g, sums_gd = np.empty((n, channels)), np.empty((n, channels))
-    for plane in range(n * channels):
-        b, c = plane // channels, plane % channels
-        sums_g[b, c], sums_gd[b, c] = _plane_gradient_sums(grad, x, b, c, mean[c])
+    planes, size = x.shape
+    sums_g, sums_gd = np.empty(planes), np.empty(planes)
+    _plane_gradient_sums(grad, x, mean, 0, planes, sums_g, sums_gd)
     _channel_totals(sums_g, dbias, 1.0)
     _channel_totals(sums_gd, dweight, 1.0)
-    mean_g, mean_gx = np.empty(channels), np.empty(channels)
+    mean_g, mean_gx = np.empty(mean.size), np.empty(mean.size)
     scale = _input_gradient_factors(mean_g, mean_gx, dweight, dbias, rstd, weight, has_weight,
-                                    n * size)
-    for plane in range(n * channels):
-        b, c = plane // channels, plane % channels
-        _input_gradient_plane(grad, x, dx, b, c, mean[c], rstd[c], scale[c], mean_g[c],
-                              mean_gx[c], batch_stats)
+                                    planes // mean.size * size)
+    _input_gradient_planes(grad, x, dx, mean, rstd, scale, mean_g, mean_gx, batch_stats, 0,
+                           planes)
 
 
 @njit(cache=True, parallel=True)
-def _backward_threaded(grad, x, mean, rstd, weight, has_weight, batch_stats, dx, dweight, dbias):
-    n, channels, size = x.shape
-    sums_g, sums_gd = np.empty((n, channels)), np.empty((n, channels))
-    for plane in prange(n * channels):
-        b, c = plane // channels, plane % channels
-        sums_g[b, c], sums_gd[b, c] = _plane_gradient_sums(grad, x, b, c, mean[c])
+def _backward_threaded(grad, x, mean, rstd, weight, has_weight, batch_stats, dx, dweight, dbias,
+                       tasks):
+    planes, size = x.shape
+    sums_g, sums_gd = np.empty(planes), np.empty(planes)
+    for task in prange(tasks):
+        _plane_gradient_sums(grad, x, mean, task * planes // tasks,
+                             (task + 1) * planes // tasks, sums_g, sums_gd)
     _channel_totals(sums_g, dbias, 1.0)
     _channel_totals(sums_gd, dweight, 1.0)
-    mean_g, mean_gx = np.empty(channels), np.empty(channels)
+    mean_g, mean_gx = np.empty(mean.size), np.empty(mean.size)
     scale = _input_gradient_factors(mean_g, mean_gx, dweight, dbias, rstd, weight, has_weight,
-                                    n * size)
-    for plane in prange(n * channels):
-        b, c = plane // channels, plane % channels
-        _input_gradient_plane(grad, x, dx, b, c, mean[c], rstd[c], scale[c], mean_g[c],
-                              mean_gx[c], batch_stats)
+                                    planes // mean.size * size)
+    for task in prange(tasks):
+        _input_gradient_planes(grad, x, dx, mean, rstd, scale, mean_g, mean_gx, batch_stats,
+                               task * planes // tasks, (task + 1) * planes // tasks)
 
 
-def _threaded(x) -> bool:
-    """Whether batch norm of ``x`` (N, C, S) is split over threads."""
-    return x.size >= PARALLEL_MIN_WORK and x.shape[0] * x.shape[1] > 1
+def _run(serial, threaded, x, arguments):
+    """``serial(*arguments)`` on the calling thread below PARALLEL_MIN_WORK elements of ``x``
+    (N, C, S), else ``threaded`` with blocks of planes of about TASK_ELEMENTS elements each."""
+    planes = x.shape[0] * x.shape[1]
+    if x.size < PARALLEL_MIN_WORK or planes < 2:
+        serial(*arguments)
+    else:
+        threaded(*arguments, min(planes, max(2, x.size // TASK_ELEMENTS)))
 
 
 def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
@@ -234,11 +255,13 @@ def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
     stats = np.empty((3, channels), np.float64)
     if not batch_stats:  # the kernel reads the given statistics from here
         stats[0], stats[1] = mean, var
-    if x.shape[0] * x.shape[2]:
-        kernel = _forward_threaded if _threaded(x) else _forward_serial
-        kernel(x, empty if weight is None else np.ascontiguousarray(weight),
-               empty if bias is None else np.ascontiguousarray(bias), weight is not None,
-               bias is not None, batch_stats, float(eps), stats[0], stats[1], stats[2], y)
+    if x.size:
+        rows = (x.shape[0] * channels, x.shape[2])  # one row per (n, c) plane
+        _run(_forward_serial, _forward_threaded, x, (
+            x.reshape(rows), empty if weight is None else np.ascontiguousarray(weight),
+            empty if bias is None else np.ascontiguousarray(bias), weight is not None,
+            bias is not None, batch_stats, float(eps), stats[0], stats[1], stats[2],
+            y.reshape(rows)))
     mean, var, rstd = stats.astype(x.dtype)
     return y, mean, var, rstd
 
@@ -255,10 +278,12 @@ def batch_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight, bat
     if x.size:
         # The statistics as float64, so that the kernel's arithmetic is float64 throughout:
         # in float32, x - mean loses the digits where Σ grad·x̂ cancels.
-        kernel = _backward_threaded if _threaded(x) else _backward_serial
-        kernel(grad, x, np.asarray(mean, np.float64), np.asarray(rstd, np.float64),
-               np.ascontiguousarray(weight) if has_weight else np.empty(0, x.dtype), has_weight,
-               bool(batch_stats), dx, dweight, dbias)
+        rows = (x.shape[0] * channels, x.shape[2])  # one row per (n, c) plane
+        _run(_backward_serial, _backward_threaded, x, (
+            grad.reshape(rows), x.reshape(rows), np.asarray(mean, np.float64),
+            np.asarray(rstd, np.float64),
+            np.ascontiguousarray(weight) if has_weight else np.empty(0, x.dtype), has_weight,
+            bool(batch_stats), dx.reshape(rows), dweight, dbias))
     if not has_weight:
         return dx, None, None
     return dx, dweight.astype(x.dtype), dbias.astype(x.dtype)
