@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidl.backend.numba_cpu import conv, load_kernels, loading, nn_kernels, pool, random_kernels
+from minidl.backend.numba_cpu import batch_norm, conv, load_kernels, loading, pool, random_kernels
 from minidl.backend.reference import ReferenceBackend as Reference
 
 load_kernels()
@@ -51,7 +51,7 @@ def test_evaluation_batch_norm_stand_in_gives_the_kernels_values(shape, affine, 
     var = rng.uniform(0.1, 4, channels).astype(dtype)
     weight = rng.standard_normal(channels).astype(dtype) if affine != "none" else None
     bias = rng.standard_normal(channels).astype(dtype) if affine == "both" else None
-    want = nn_kernels.batch_norm_forward(x, weight, bias, mean, var, 1e-5)
+    want = batch_norm.batch_norm_forward(x, weight, bias, mean, var, 1e-5)
     got = Reference.batch_norm_forward(x, weight, bias, mean, var, 1e-5)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype

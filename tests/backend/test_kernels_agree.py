@@ -437,34 +437,6 @@ def test_batch_norm_agrees(n, channels, size, affine, batch_stats, dtype, seed):
 
 
 @pytest.mark.parametrize("batch_stats", [True, False])
-def test_batch_norm_threaded_kernels_give_the_serial_bits(batch_stats):
-    # Large enough for the parallel loops over blocks of channels; each channel's sums run in
-    # one order whichever block it is in, so the bits must match one block of all channels.
-    from minidl.backend.numba_cpu import nn_kernels
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((4, 8, 10_000)).astype(np.float32)
-    assert x.size >= nn_kernels.PARALLEL_MIN_WORK
-    weight, bias = rng.standard_normal(8).astype(np.float32), np.ones(8, np.float32)
-    given = (None, None) if batch_stats else (np.zeros(8, np.float32), np.ones(8, np.float32))
-    y, mean, var, rstd = fast.batch_norm_forward(x, weight, bias, *given, 1e-5)
-    stats = [np.empty(8, np.float64) for _ in range(3)]
-    if not batch_stats:
-        stats[0][:], stats[1][:] = given
-    serial_y = np.empty_like(x)
-    nn_kernels._batch_norm_forward_block(x, weight, bias, True, True, batch_stats, 1e-5, *stats,
-                                         serial_y, 0, 8)  # all channels in one block
-    np.testing.assert_array_equal(y, serial_y)
-    assert_agree(y, ref.batch_norm_forward(x, weight, bias, *given, 1e-5)[0], np.float32)
-    grad = rng.standard_normal(x.shape).astype(np.float32)
-    dx = fast.batch_norm_backward(grad, x, mean, rstd, weight, batch_stats)[0]
-    serial_dx = np.empty_like(x)
-    nn_kernels._batch_norm_backward_block(grad, x, mean.astype(np.float64),
-                                          rstd.astype(np.float64), weight, True, batch_stats,
-                                          serial_dx, np.zeros(8), np.zeros(8), 0, 8)
-    np.testing.assert_array_equal(dx, serial_dx)
-
-
-@pytest.mark.parametrize("batch_stats", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):
     # The form a backend without a fused kernel can use, run here on the reference's

@@ -269,3 +269,47 @@ def test_threaded_random_draws_give_the_references_bits_at_any_thread_count(monk
     # The normal's log and cosine are the C library's on one side, NumPy's on the other.
     np.testing.assert_allclose(normal, reference.random_normal(shape, dtype, key, counter),
                                rtol=1e-6, atol=1e-6)
+
+
+# -- batch norm: plane tasks, channel sums in a fixed order ---------------------------------------
+
+@pytest.mark.parametrize("batch_stats", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_gives_the_same_bits_at_any_thread_count(monkeypatch, batch_stats, affine):
+    numba = pytest.importorskip("numba")
+    from minidl.backend.numba_cpu import batch_norm
+
+    rng = np.random.default_rng(11)
+    # 15 planes of 37 values: the planes' vector loops end in a remainder, and both threads get
+    # planes of every channel.
+    x = (rng.standard_normal((5, 3, 37)) * 3 + 1).astype(np.float32)
+    x[2, 1, 5] = np.nan  # its channel's statistics and outputs turn NaN, the others do not
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    weight = rng.standard_normal(3).astype(np.float32) if affine else None
+    bias = rng.standard_normal(3).astype(np.float32) if affine else None
+    given = (None, None) if batch_stats else (rng.standard_normal(3).astype(np.float32),
+                                              rng.uniform(0.5, 2, 3).astype(np.float32))
+    runs = []
+    before = numba.get_num_threads()
+    try:  # the one-thread kernel, then the threaded one on one thread and on all of them
+        for threshold, threads in ((1 << 60, 1), (0, 1), (0, max(2, before))):
+            monkeypatch.setattr(batch_norm, "PARALLEL_MIN_WORK", threshold)
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            y, mean, var, rstd = batch_norm.batch_norm_forward(x, weight, bias, *given, 1e-5)
+            runs.append((y, mean, var, rstd, *batch_norm.batch_norm_backward(
+                grad, x, mean, rstd, weight, batch_stats)))
+    finally:
+        numba.set_num_threads(before)
+    for serial, one_thread, many in zip(*runs):
+        if serial is None:
+            assert one_thread is None and many is None
+            continue
+        np.testing.assert_array_equal(serial, one_thread)
+        np.testing.assert_array_equal(serial, many)
+    y, mean, var, rstd = ref.batch_norm_forward(x, weight, bias, *given, 1e-5)
+    expected = (y, mean, var, rstd, *ref.batch_norm_backward(grad, x, mean, rstd, weight,
+                                                              batch_stats))
+    for ours, reference in zip(runs[0], expected):
+        if reference is not None:
+            np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-5)
+    assert np.isnan(runs[0][0][:, 1]).any() and np.isfinite(runs[0][0][:, [0, 2]]).all()

@@ -8,10 +8,11 @@ commonest elementwise passes, add/sub/mul/less/where/ReLU, go to Numba's threads
 :mod:`.elementwise`; so do bias gradients' sums and embedding gradients: see :mod:`.reductions`).
 Numba takes over the primitives that NumPy can only express with Python loops or many temporary
 arrays: im2col/col2im, pooling, fused softmax-cross-entropy, GELU, the ReLU gradient, layer norm,
-the LSTM and GRU cells, the optimizer updates and the Philox random stream. Each kernel is jitted
-with ``cache=True`` and compiled on its first call, never at import. :mod:`.vector_math` holds
-exp(-y) and the normal tail in a form LLVM can vectorise (the C library's ``exp``/``erfc`` go one
-element per call), used by the float32 GELU, softmax and recurrent cells.
+batch norm (:mod:`.batch_norm`), the LSTM and GRU cells, the optimizer updates and the Philox
+random stream. Each kernel is jitted with ``cache=True`` and compiled on its first call, never
+at import. :mod:`.vector_math` holds exp(-y) and the normal tail in a form LLVM can vectorise (the
+C library's ``exp``/``erfc`` go one element per call), used by the float32 GELU, softmax and
+recurrent cells.
 
 Numba itself is imported when the first kernel is needed, not with this module, and a process's
 first few small calls of four primitives run NumPy stand-ins that give the same values: see
@@ -69,8 +70,8 @@ class NumbaCpuBackend(ReferenceBackend):
     gelu_backward = Kernel("nn_kernels")
     layer_norm_forward = Kernel("row_threads")
     layer_norm_backward = Kernel("row_threads")
-    batch_norm_forward = Kernel("nn_kernels", stand_in=loading.batch_norm_forward)
-    batch_norm_backward = Kernel("nn_kernels")
+    batch_norm_forward = Kernel("batch_norm", stand_in=loading.batch_norm_forward)
+    batch_norm_backward = Kernel("batch_norm")
     lstm_cell_forward = Kernel("rnn_kernels")
     lstm_cell_backward = Kernel("rnn_kernels")
     gru_cell_forward = Kernel("rnn_kernels")

@@ -49,7 +49,7 @@ SMALL_WORK = 1 << 15
 STAND_IN_CALLS = 32
 """How many calls the stand-ins serve before the kernels load (a small model's first passes)."""
 
-_KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "row_threads",
+_KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "batch_norm", "row_threads",
                    "elementwise_threads", "optim_kernels", "random_kernels", "rnn_kernels",
                    "reduction_threads")
 _lock = threading.Lock()
@@ -76,7 +76,7 @@ def load_kernels() -> None:
 
 # Kernel modules whose primitives compute values from their inputs and return new arrays (the
 # optimizer updates write in place, the random ones take a dtype rather than arrays).
-_HALF_THROUGH_FLOAT32 = {"conv", "pool", "nn_kernels", "rnn_kernels"}
+_HALF_THROUGH_FLOAT32 = {"conv", "pool", "nn_kernels", "batch_norm", "rnn_kernels"}
 _FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
@@ -224,7 +224,7 @@ def batch_norm_forward(x, weight, bias, mean, var, eps):
     a small first call; batch statistics always run the kernel (its sums run in another order)."""
     if mean is not None and _numpy_serves(x.size):
         return ReferenceBackend.batch_norm_forward(x, weight, bias, mean, var, eps)
-    return _kernel("nn_kernels", "batch_norm_forward")(x, weight, bias, mean, var, eps)
+    return _kernel("batch_norm", "batch_norm_forward")(x, weight, bias, mean, var, eps)
 
 
 def random_uniform(shape, dtype, key, counter):
