@@ -51,3 +51,20 @@ def test_shapes_that_differ_are_still_checked(x):
                                          r"broadcast together"):
         x + md.tensor([1.0, 2.0, 3.0])
     np.testing.assert_array_equal((x - x[0]).numpy(), x.numpy() - x.numpy()[0])
+
+
+def test_a_single_images_convolution_is_a_plain_product_bit_for_bit():
+    # One image and one group (single-sample inference): the product is W (O × K) @ cols, with
+    # no batched-product layout worked out per call, and the same bits as the batched form.
+    rng = np.random.default_rng(0)
+    x = md.tensor(rng.standard_normal((1, 3, 6, 6)).astype(np.float32))
+    weight = md.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    with md.no_grad():
+        out = F.conv2d(x, weight, None, 1, 1)
+        calls = python_calls(lambda: F.conv2d(x, weight, None, 1, 1))
+    assert not [c for c in calls if c[0] in ("batched_product.py", "fromnumeric.py")], calls
+    be = x.backend
+    cols = be.im2col(x.data, (3, 3), (1, 1), (1, 1), (1, 1))
+    batched = be.matmul(weight.data.reshape(1, 1, 4, 27), cols.reshape(1, 27, 1, 36),
+                        b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3))
+    np.testing.assert_array_equal(out.numpy(), batched.reshape(1, 4, 6, 6))
