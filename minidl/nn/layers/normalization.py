@@ -7,7 +7,7 @@ import numpy as np
 from ...autograd.tensor import Tensor
 from ...ops.nn_ops import batch_norm, layer_norm
 from .. import init
-from ..module import Module
+from ..module import Module, RegisteredAttribute
 from ..parameter import Parameter
 from ..registry import register_module
 
@@ -20,6 +20,10 @@ class _BatchNorm(Module):
     """
 
     expected_dims: tuple = ()
+    # Read on every forward (module.py says why these are declared).
+    weight, bias = RegisteredAttribute(), RegisteredAttribute()
+    running_mean, running_var = RegisteredAttribute(), RegisteredAttribute()
+    num_batches_tracked = RegisteredAttribute()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, dtype=np.float32):
