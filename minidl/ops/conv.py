@@ -164,7 +164,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         else:
             padding = 0
     padding = int_pair(padding, "conv2d", "padding")
-    x_shape, w_shape = x.shape, weight.shape  # read once: each read is a call, per conv
+    x_shape, w_shape = tuple(x.data.shape), tuple(weight.data.shape)  # Tensor.shape, uncalled
     if len(x_shape) != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x_shape}")
     if len(w_shape) != 4:

@@ -68,3 +68,20 @@ def test_a_single_images_convolution_is_a_plain_product_bit_for_bit():
     batched = be.matmul(weight.data.reshape(1, 1, 4, 27), cols.reshape(1, 27, 1, 36),
                         b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3))
     np.testing.assert_array_equal(out.numpy(), batched.reshape(1, 4, 6, 6))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: F.conv2d(x, md.ones(5, 3, 3, 3), md.ones(5), 1, (1, 1)),
+    lambda x: F.linear(x, md.ones(5, 4), md.ones(5)),
+    lambda x: F.batch_norm(x, md.zeros(3), md.ones(3), md.ones(3), md.zeros(3)),
+    lambda x: F.max_pool2d(x, 2),
+    lambda x: F.relu(x)], ids=["conv2d", "linear", "batch_norm", "max_pool2d", "relu"])
+def test_a_layers_op_checks_shapes_and_dtypes_without_tensor_property_calls(x, op):
+    # Tensor.shape, .dtype and .ndim are Python calls; the checks of the ops every layer of a
+    # CNN runs read the arrays' own attributes, a saving paid out per layer and per forward.
+    with md.no_grad():
+        expected = op(x).numpy()
+        calls = python_calls(lambda: op(x))
+    assert not [c for c in calls if c[0] == "tensor.py" and c[1] in ("shape", "dtype", "ndim")], \
+        calls
+    np.testing.assert_array_equal(op(x).detach().numpy(), expected)
