@@ -85,3 +85,12 @@ def test_a_layers_op_checks_shapes_and_dtypes_without_tensor_property_calls(x, o
     assert not [c for c in calls if c[0] == "tensor.py" and c[1] in ("shape", "dtype", "ndim")], \
         calls
     np.testing.assert_array_equal(op(x).detach().numpy(), expected)
+
+
+def test_flatten_builds_its_shape_without_reshapes_checks(x):
+    # The merged shape holds the same elements by construction, so flatten (every Flatten
+    # layer's forward) goes straight to the reshape op.
+    calls = python_calls(lambda: md.flatten(x, 1))
+    assert ("shape.py", "reshape") not in calls, calls
+    np.testing.assert_array_equal(md.flatten(x, 1).numpy(), x.numpy().reshape(2, 48))
+    assert md.flatten(x, 3) is x and md.flatten(md.tensor(2.0)).shape == (1,)
