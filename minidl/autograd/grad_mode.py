@@ -29,13 +29,15 @@ def set_grad_enabled(enabled: bool) -> None:
 class _GradMode:
     enabled: bool
 
+    # The thread's mode read and written directly (is_grad_enabled and set_grad_enabled,
+    # inline): ``with md.no_grad(): model(x)`` enters and leaves once per inference call.
     def __enter__(self):
-        self._previous = is_grad_enabled()
-        set_grad_enabled(self.enabled)
+        self._previous = _mode.enabled
+        _mode.enabled = self.enabled
         return self
 
     def __exit__(self, *exc_info):
-        set_grad_enabled(self._previous)
+        _mode.enabled = self._previous
         return False
 
     def __call__(self, function):
@@ -69,9 +71,9 @@ class inference_mode(_GradMode):
         self.mode = bool(mode)
 
     def __enter__(self):
-        self._previous = is_grad_enabled()
+        self._previous = _mode.enabled
         if self.mode:
-            set_grad_enabled(False)
+            _mode.enabled = False
         return self
 
     def __call__(self, function):

@@ -160,7 +160,7 @@ def refuse_bool(op: str, *operands) -> None:
     """PyTorch refuses some arithmetic on bools (``-``, ``abs``, ``**`` of two bools, ...)
     rather than give it an integer meaning; so does minidl, naming the op."""
     for value in operands:
-        dtype = value.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
+        dtype = value.data.dtype if isinstance(value, Tensor) else np.asarray(value).dtype
         if dtype == np.bool_:
             raise TypeError(f"{op}: not defined for bool operands, as in PyTorch (use the "
                             f"logical ops, or cast to an integer dtype first)")
@@ -174,7 +174,10 @@ def require_float(op: str, tensor: Tensor, what: str = "input") -> None:
 def check_bias_and_dtype(op: str, x: Tensor, weight: Tensor, bias: Tensor | None) -> None:
     """The checks every affine op (linear, conv2d) shares: a bias of one value per output and
     an input of the weight's dtype."""
-    if bias is not None and bias.shape != (weight.shape[0],):
+    # The arrays' shapes and dtypes, read directly (what Tensor.shape and Tensor.dtype return,
+    # without their call): every convolution and linear layer passes here.
+    weight_data = weight.data
+    if bias is not None and tuple(bias.data.shape) != (weight_data.shape[0],):
         raise ValueError(f"{op}: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-    if x.dtype != weight.dtype:
+    if x.data.dtype != weight_data.dtype:
         raise TypeError(f"{op}: input is {x.dtype} but weight is {weight.dtype}")

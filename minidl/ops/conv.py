@@ -34,10 +34,17 @@ class Conv2dFunction(ReadsInputsWhenRecorded, Function):
         # Input channels are the slowest-varying part of a column row, so each group's rows
         # form one block, and image i's columns are the i-th block of L: (g, C/g·kh·kw, N, L).
         self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, n, out_h * out_w))
-        # Y[i] = W_g @ (image i's columns), the batch read from the columns in place (a batch
-        # stride of L, a leading dimension of N·L) and written straight into (N, O, L).
-        out = be.matmul(self._weight_blocks(), self.cols, b_axes=(0, 2, 1, 3),
-                        out_axes=(1, 0, 2, 3))                  # (N, g, O/g, L)
+        if n == 1 and groups == 1:
+            # One image, one group (single-sample inference): Y = W (O × K) @ cols (K × L), a
+            # plain 2-D product, which the batched form below also comes down to (the same
+            # GEMM, so the same bits), without its axis bookkeeping on every call.
+            out = be.matmul(be.reshape(weight, (out_channels, cols.shape[0])), cols)
+        else:
+            # Y[i] = W_g @ (image i's columns), the batch read from the columns in place (a
+            # batch stride of L, a leading dimension of N·L) and written straight into
+            # (N, O, L).
+            out = be.matmul(self._weight_blocks(), self.cols, b_axes=(0, 2, 1, 3),
+                            out_axes=(1, 0, 2, 3))              # (N, g, O/g, L)
         out = be.reshape(out, (n, out_channels, out_h, out_w))
         return out if bias is None else be.add(out, be.reshape(bias, (1, -1, 1, 1)))
 
@@ -157,7 +164,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         else:
             padding = 0
     padding = int_pair(padding, "conv2d", "padding")
-    x_shape, w_shape = x.shape, weight.shape  # read once: each read is a call, per conv
+    x_shape, w_shape = tuple(x.data.shape), tuple(weight.data.shape)  # Tensor.shape, uncalled
     if len(x_shape) != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x_shape}")
     if len(w_shape) != 4:

@@ -101,7 +101,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out_features, in_features) as in PyTorch."""
-    x_shape, w_shape = x.shape, weight.shape  # read once: each read is a call, per layer
+    x_shape, w_shape = tuple(x.data.shape), tuple(weight.data.shape)  # Tensor.shape, uncalled
     if len(w_shape) != 2:
         raise ValueError(f"linear: weight must be 2-D (out, in), got shape {w_shape}")
     if not x_shape or x_shape[-1] != w_shape[1]:

@@ -501,13 +501,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     towards them: running = (1 - momentum)·running + momentum·batch, with the unbiased batch
     variance, as PyTorch does. In evaluation the running statistics normalise.
     """
-    x_shape = x.shape
+    # Shapes read from the arrays (what Tensor.shape returns, without a call for each of the
+    # five tensors): a network's every batch norm layer passes here on every forward.
+    x_shape = tuple(x.data.shape)
     if len(x_shape) < 2:
         raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), got {x_shape}")
     channels = x_shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != (channels,):
+        if t is not None and tuple(t.data.shape) != (channels,):
             raise ValueError(f"batch_norm: {name} has shape {t.shape}, expected ({channels},) "
                              f"for input of shape {x_shape}")
     inputs = (x,) if weight is None else (x, weight, bias)

@@ -93,7 +93,7 @@ _AVG_POOL_ARGUMENTS = ("kernel_size", "stride", "padding", "ceil_mode", "count_i
 
 
 def _pool_arguments(op, x, kernel_size, stride, padding):
-    if x.ndim != 4:
+    if len(x.data.shape) != 4:  # x.ndim, without its call (per pooling layer call)
         raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
     kernel_size, stride, padding = pool_window(op, kernel_size, stride, padding)
     if min(kernel_size) < 1 or min(stride) < 1:

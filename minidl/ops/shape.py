@@ -243,14 +243,16 @@ def reshape(a: Tensor, *shape) -> Tensor:
 
 
 def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    shape = a.shape
+    shape = tuple(a.data.shape)  # a.shape, without its call (every Flatten layer's forward)
     if not shape:
         return reshape(a, (1,))
     start = normalize_axis("flatten", start_dim, len(shape))
     end = normalize_axis("flatten", end_dim, len(shape))
     if start > end:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    return reshape(a, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
+    # The merged shape holds the same elements by construction: reshape's checks are not needed.
+    flat = shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:]
+    return a if flat == shape else ReshapeFunction.apply(a, shape=flat)
 
 
 def permute(a: Tensor, *axes) -> Tensor:

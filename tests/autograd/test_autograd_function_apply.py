@@ -149,3 +149,24 @@ def test_the_grad_mode_apply_reads_is_per_thread_and_starts_enabled():
         assert (x * 2.0).grad_fn is None and not md.is_grad_enabled()
     assert recorded == {"enabled": True, "graph": True}
     assert md.is_grad_enabled()
+
+
+@pytest.mark.parametrize("mode", [md.no_grad, md.enable_grad, md.inference_mode],
+                         ids=["no_grad", "enable_grad", "inference_mode"])
+def test_a_grad_mode_block_reads_and_writes_the_mode_itself(mode):
+    # ``with md.no_grad(): model(x)`` is every inference call's frame: entering and leaving
+    # runs the context manager's own methods and nothing else.
+    def block():
+        with mode():
+            pass
+
+    for outside in (True, False):
+        md.set_grad_enabled(outside)
+        try:
+            calls = [c for c in python_calls(block) if c[0] == "grad_mode.py"]
+            assert md.is_grad_enabled() is outside  # restored on leaving
+        finally:
+            md.set_grad_enabled(True)
+        assert [c[1] for c in calls if c[1] != "__init__"] == ["__enter__", "__exit__"], calls
+    with mode():
+        assert md.is_grad_enabled() is (mode is md.enable_grad)

@@ -237,3 +237,72 @@ def test_a_module_call_on_tensors_enters_no_generator_expression():
     calls = python_calls(lambda: layer(x))
     assert not [c for c in generator_frames(calls) if c[0] == "module.py"], calls
     assert layer(np.array([-1.0, 2.0], np.float32)).numpy().tolist() == [0.0, 2.0]
+
+
+@pytest.mark.parametrize("layer, shape", [(nn.Conv2d(2, 3, 3), (1, 2, 5, 5)),
+                                          (nn.Linear(4, 3), (2, 4)),
+                                          (nn.BatchNorm2d(2).eval(), (1, 2, 3, 3))],
+                         ids=["conv2d", "linear", "batch_norm"])
+def test_a_layers_forward_reads_its_parameters_and_buffers_without_getattr(layer, shape):
+    # Module.__getattr__ is Python's fallback after a failed lookup (an AttributeError built
+    # and discarded first); the layers declare their parts so that a forward never reaches it.
+    from python_calls import python_calls
+    x = md.tensor(np.ones(shape, np.float32))
+    with md.no_grad():
+        expected = layer(x).numpy()
+        calls = python_calls(lambda: layer(x))
+    assert ("module.py", "__getattr__") not in calls, calls
+    np.testing.assert_array_equal(layer(x).detach().numpy(), expected)
+
+
+def _attribute_story(module_class) -> list:
+    """What reading ``weight``, ``stat`` and ``child`` answers after each of a series of
+    registrations, replacements and deletions (a value's description, or the error)."""
+    from minidl.nn.module import Module
+
+    module = module_class()
+    steps = [
+        lambda m: None,
+        lambda m: setattr(m, "weight", nn.Parameter(np.ones(2, np.float32))),
+        lambda m: m.register_buffer("stat", md.zeros(3)),
+        lambda m: m.add_module("child", nn.ReLU()),
+        lambda m: setattr(m, "weight", md.ones(4)),       # a plain tensor: not a parameter
+        lambda m: m.register_buffer("weight", md.zeros(5)),  # beside the instance's own
+        lambda m: setattr(m, "weight", None),
+        lambda m: setattr(m, "stat", None),
+        lambda m: delattr(m, "child"),
+        lambda m: delattr(m, "weight"),
+        lambda m: delattr(m, "weight"),
+        lambda m: delattr(m, "weight"),                   # once too often: an AttributeError
+        lambda m: m.register_parameter("weight", None),
+        lambda m: setattr(m, "child", Module()),
+    ]
+    story = []
+    for step in steps:
+        try:
+            step(module)
+        except AttributeError as error:
+            story.append(("set", str(error).replace(module_class.__name__, "M")))
+        for name in ("weight", "stat", "child"):
+            try:
+                value = getattr(module, name)
+                story.append((name, type(value).__name__,
+                              None if value is None or isinstance(value, Module) else value.shape))
+            except AttributeError as error:
+                story.append((name, str(error).replace(module_class.__name__, "M")))
+        story.append((list(module._parameters), list(module._buffers), list(module._modules)))
+    return story
+
+
+def test_declared_parts_read_exactly_as_undeclared_ones():
+    from minidl.nn.module import Module, RegisteredAttribute
+
+    class Plain(Module):
+        pass
+
+    class Declared(Module):
+        weight, stat, child = RegisteredAttribute(), RegisteredAttribute(), RegisteredAttribute()
+
+    plain, declared = _attribute_story(Plain), _attribute_story(Declared)
+    assert declared == plain
+    assert ("weight", "'M' object has no attribute 'weight'") in plain  # the story reaches it

@@ -51,3 +51,46 @@ def test_shapes_that_differ_are_still_checked(x):
                                          r"broadcast together"):
         x + md.tensor([1.0, 2.0, 3.0])
     np.testing.assert_array_equal((x - x[0]).numpy(), x.numpy() - x.numpy()[0])
+
+
+def test_a_single_images_convolution_is_a_plain_product_bit_for_bit():
+    # One image and one group (single-sample inference): the product is W (O × K) @ cols, with
+    # no batched-product layout worked out per call, and the same bits as the batched form.
+    rng = np.random.default_rng(0)
+    x = md.tensor(rng.standard_normal((1, 3, 6, 6)).astype(np.float32))
+    weight = md.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    with md.no_grad():
+        out = F.conv2d(x, weight, None, 1, 1)
+        calls = python_calls(lambda: F.conv2d(x, weight, None, 1, 1))
+    assert not [c for c in calls if c[0] in ("batched_product.py", "fromnumeric.py")], calls
+    be = x.backend
+    cols = be.im2col(x.data, (3, 3), (1, 1), (1, 1), (1, 1))
+    batched = be.matmul(weight.data.reshape(1, 1, 4, 27), cols.reshape(1, 27, 1, 36),
+                        b_axes=(0, 2, 1, 3), out_axes=(1, 0, 2, 3))
+    np.testing.assert_array_equal(out.numpy(), batched.reshape(1, 4, 6, 6))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: F.conv2d(x, md.ones(5, 3, 3, 3), md.ones(5), 1, (1, 1)),
+    lambda x: F.linear(x, md.ones(5, 4), md.ones(5)),
+    lambda x: F.batch_norm(x, md.zeros(3), md.ones(3), md.ones(3), md.zeros(3)),
+    lambda x: F.max_pool2d(x, 2),
+    lambda x: F.relu(x)], ids=["conv2d", "linear", "batch_norm", "max_pool2d", "relu"])
+def test_a_layers_op_checks_shapes_and_dtypes_without_tensor_property_calls(x, op):
+    # Tensor.shape, .dtype and .ndim are Python calls; the checks of the ops every layer of a
+    # CNN runs read the arrays' own attributes, a saving paid out per layer and per forward.
+    with md.no_grad():
+        expected = op(x).numpy()
+        calls = python_calls(lambda: op(x))
+    assert not [c for c in calls if c[0] == "tensor.py" and c[1] in ("shape", "dtype", "ndim")], \
+        calls
+    np.testing.assert_array_equal(op(x).detach().numpy(), expected)
+
+
+def test_flatten_builds_its_shape_without_reshapes_checks(x):
+    # The merged shape holds the same elements by construction, so flatten (every Flatten
+    # layer's forward) goes straight to the reshape op.
+    calls = python_calls(lambda: md.flatten(x, 1))
+    assert ("shape.py", "reshape") not in calls, calls
+    np.testing.assert_array_equal(md.flatten(x, 1).numpy(), x.numpy().reshape(2, 48))
+    assert md.flatten(x, 3) is x and md.flatten(md.tensor(2.0)).shape == (1,)

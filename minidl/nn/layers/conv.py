@@ -7,13 +7,17 @@ import numpy as np
 from ...ops.conv import conv2d
 from ...ops.size_arguments import int_pair
 from .. import init
-from ..module import Module
+from ..module import Module, RegisteredAttribute
 from ..parameter import Parameter
 from ..registry import register_module
 
 
 @register_module
 class Conv2d(Module):
+    """2-D convolution layer (cross-correlation, as PyTorch's ``nn.Conv2d``)."""
+
+    weight, bias = RegisteredAttribute(), RegisteredAttribute()  # read once per forward
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, dtype=np.float32,
                  generator=None):

@@ -7,7 +7,7 @@ import numpy as np
 from ...ops.linalg import linear
 from ...ops.shape import flatten
 from .. import init
-from ..module import Module
+from ..module import Module, RegisteredAttribute
 from ..parameter import Parameter
 from ..registry import register_module
 
@@ -15,6 +15,8 @@ from ..registry import register_module
 @register_module
 class Linear(Module):
     """y = x Wᵀ + b with W of shape (out_features, in_features), PyTorch's layout and init."""
+
+    weight, bias = RegisteredAttribute(), RegisteredAttribute()  # read once per forward
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  dtype=np.float32, generator=None):

@@ -7,7 +7,7 @@ import numpy as np
 from ...autograd.tensor import Tensor
 from ...ops.nn_ops import batch_norm, layer_norm
 from .. import init
-from ..module import Module
+from ..module import Module, RegisteredAttribute
 from ..parameter import Parameter
 from ..registry import register_module
 
@@ -20,6 +20,10 @@ class _BatchNorm(Module):
     """
 
     expected_dims: tuple = ()
+    # Read on every forward (module.py says why these are declared).
+    weight, bias = RegisteredAttribute(), RegisteredAttribute()
+    running_mean, running_var = RegisteredAttribute(), RegisteredAttribute()
+    num_batches_tracked = RegisteredAttribute()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, dtype=np.float32):
@@ -39,10 +43,11 @@ class _BatchNorm(Module):
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def forward(self, x):
-        if x.ndim not in self.expected_dims:
+        shape = x.data.shape  # x.shape without its call (every forward reads it)
+        if len(shape) not in self.expected_dims:
             raise ValueError(f"{type(self).__name__}: expected a {' or '.join(map(str, self.expected_dims))}-D "
                              f"input, got shape {x.shape}")
-        if x.shape[1] != self.num_features:
+        if shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, "
                              f"got input of shape {x.shape}")
         use_batch_stats = self.training or not self.track_running_stats
