@@ -89,9 +89,13 @@ def _largest(row, scratch):
     A NaN may or may not win (a select keeps the left value unless the right one is larger),
     but a row holding a NaN becomes all NaN either way: its exp(x - max) is NaN, so is the sum.
     """
-    count = row.size
-    for k in range(count):
-        scratch[k] = row[k]
+    count, half = row.size, (row.size + 1) // 2
+    for k in range(count - half):  # the first fold, read from the row itself
+        left, right = row[k], row[k + half]
+        scratch[k] = right if right > left else left
+    if count % 2:  # the middle value has no partner
+        scratch[half - 1] = row[half - 1]
+    count = half
     while count > 1:
         half = (count + 1) // 2
         for k in range(count - half):
@@ -104,10 +108,17 @@ def _largest(row, scratch):
 @njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
 def _log_sum_exp_shifted(row, row_max, scratch):
     """log Σ exp(row - row_max), each exp vectorised (row_max - x >= 0, or NaN) and summed in
-    float64 by folding: the log-sum-exp of the row less its max, at least log 1 = 0."""
-    for k in range(row.size):
-        scratch[k] = exp_of_negative(row_max - np.float64(row[k]))
-    return math.log(_folded_sum(scratch, row.size))
+    float64 by folding: the log-sum-exp of the row less its max, at least log 1 = 0.
+
+    The first fold is made as the exps are computed, two per step, and the rest in the scratch.
+    """
+    count, half = row.size, (row.size + 1) // 2
+    for k in range(count - half):
+        scratch[k] = (exp_of_negative(row_max - np.float64(row[k]))
+                      + exp_of_negative(row_max - np.float64(row[k + half])))
+    if count % 2:
+        scratch[half - 1] = exp_of_negative(row_max - np.float64(row[half - 1]))
+    return math.log(_folded_sum(scratch, half))
 
 
 @njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
