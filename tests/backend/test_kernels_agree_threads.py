@@ -96,6 +96,28 @@ def test_wide_float32_rows_give_the_same_bits_at_one_and_two_threads(monkeypatch
     assert np.isnan(runs[0][1][4]).all() and not np.isnan(runs[0][1][3]).any()
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_spans_give_the_one_thread_bits_at_one_and_two_threads(monkeypatch,
+                                                                           approximate):
+    numba = pytest.importorskip("numba")
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((7, 5000)) * 4).astype(np.float32)  # two spans and a part
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    one_thread = [nn_kernels.gelu_forward(x, approximate),
+                  nn_kernels.gelu_backward(grad, x, approximate)]
+    monkeypatch.setattr(nn_kernels, "PARALLEL_MIN_WORK", 0)  # every array takes the spans
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            np.testing.assert_array_equal(nn_kernels.gelu_forward(x, approximate), one_thread[0])
+            np.testing.assert_array_equal(nn_kernels.gelu_backward(grad, x, approximate),
+                                          one_thread[1])
+    finally:
+        numba.set_num_threads(before)
+
+
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_reduced_cross_entropy_reduces_the_rows_as_the_reference(threshold, reduction):
     # The sum or mean is the reference's reduction of the per-row losses, so the CPU's result

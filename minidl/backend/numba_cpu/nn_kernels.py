@@ -126,8 +126,8 @@ def _softmax_rows_vectorised(x, out, take_log):
     """float32 softmax (or log-softmax) rows with one vectorised exp per element.
 
     Softmax: exp(x - max) goes into ``out`` as it is computed and into a float64 scratch row
-    that is folded to the sum, then ``out`` is scaled by 1/sum in place. Log-softmax: the sum
-    of the exps as for softmax, then x - max - log(sum) per element, in float64.
+    that is folded to the sum, then ``out`` is scaled by 1/sum in place. Log-softmax: the
+    exps are only summed (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written.
     A NaN in the row, or a max of ±inf (inf - inf), makes a NaN exp, so the sum and then every
     entry are NaN, as in the reference's exp(x - max).
     """
