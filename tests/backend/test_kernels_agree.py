@@ -344,6 +344,46 @@ def test_softmax_cross_entropy_agrees(rows, classes, dtype, seed, label_smoothin
     )
 
 
+@pytest.mark.parametrize("classes", [9, 17, 1000, 4099])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_float32_softmax_family_agrees_on_wide_rows(classes, label_smoothing):
+    # float32 rows find their max and sums by folding the row in halves down to 8 values:
+    # rows wider than that, of odd and even widths, take paths the small shapes above never do.
+    rng = np.random.default_rng(classes)
+    logits = (rng.standard_normal((6, classes)) * 8).astype(np.float32)
+    logits[1, classes // 2] = 40.0  # one dominant class: its log-probability is near 0
+    logits[2, 3] = -np.inf
+    targets = rng.integers(0, classes, 6)
+    targets[1], targets[4] = classes // 2, -100
+    for name in ("softmax", "log_softmax"):
+        assert_agree(getattr(fast, name)(logits, 1), getattr(ref, name)(logits, 1), np.float32)
+    losses, log_probs = ref.softmax_cross_entropy_forward(logits, targets, -100, label_smoothing)
+    fast_losses, fast_log_probs = fast.softmax_cross_entropy_forward(logits, targets, -100,
+                                                                     label_smoothing)
+    assert_agree(fast_losses, losses, np.float32)
+    assert_agree(fast_log_probs, log_probs, np.float32)
+    grad = rng.standard_normal(6).astype(np.float32)
+    assert_agree(fast.softmax_cross_entropy_backward(grad, log_probs, targets, -100,
+                                                     label_smoothing),
+                 ref.softmax_cross_entropy_backward(grad, log_probs, targets, -100,
+                                                    label_smoothing), np.float32)
+
+
+def test_float32_cross_entropy_backward_takes_positive_log_probabilities_as_the_reference():
+    # Log-probabilities are <= 0, and the float32 kernel's vectorised exp(-y) needs y >= 0; a
+    # row given positive ones (accepted, if meaningless) must still overflow to inf, not wrap
+    # the exponent's bits.
+    log_probs = np.full((3, 20), -3.0, np.float32)
+    log_probs[0, :3] = [800.0, 3.0, np.inf]
+    log_probs[1, 5] = np.nan
+    targets, grad = np.array([1, 2, 0]), np.array([0.5, 1.0, -2.0], np.float32)
+    with np.errstate(over="ignore"):  # exp(800) is inf, as intended
+        expected = ref.softmax_cross_entropy_backward(grad, log_probs, targets, -100, 0.1)
+    np.testing.assert_allclose(
+        fast.softmax_cross_entropy_backward(grad, log_probs, targets, -100, 0.1), expected,
+        rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("backend", [ref, fast], ids=["reference", "numba"])
 def test_cross_entropy_rejects_out_of_range_target(backend):
     logits = np.zeros((3, 4))

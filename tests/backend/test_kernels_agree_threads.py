@@ -64,6 +64,60 @@ def test_cross_entropy_gives_the_one_thread_bits(threshold, smoothing):
         row_threads.softmax_cross_entropy_forward(logits, np.full(11, 7), -100, smoothing)
 
 
+def test_wide_float32_rows_give_the_same_bits_at_one_and_two_threads(monkeypatch):
+    # float32 rows wider than 8 values fold their max and sums (see nn_kernels); the folds'
+    # order is the width's, so a row's bits cannot depend on the thread that computes it.
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(row_threads, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(row_threads, "TASK_ELEMENTS", 2000)  # two rows per task, 12 tasks
+    rng = np.random.default_rng(11)
+    logits = (rng.standard_normal((23, 1001)) * 6).astype(np.float32)
+    logits[4, 7], logits[9, :3] = np.nan, -np.inf
+    targets = rng.integers(0, 1001, 23)
+    targets[5] = -100
+    grad = rng.standard_normal(23).astype(np.float32)
+    runs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            losses, log_probs = row_threads.softmax_cross_entropy_forward(logits, targets,
+                                                                          -100, 0.1)
+            log_probs_given = log_probs.copy()
+            log_probs_given[2, 0] = 800.0  # a positive entry: that row takes the C library's exp
+            runs.append([row_threads.softmax(logits, 1), row_threads.log_softmax(logits, 1),
+                         losses, log_probs,
+                         row_threads.softmax_cross_entropy_backward(grad, log_probs_given,
+                                                                    targets, -100, 0.1)])
+    finally:
+        numba.set_num_threads(before)
+    for one, two in zip(*runs):
+        np.testing.assert_array_equal(one, two)
+    assert np.isnan(runs[0][1][4]).all() and not np.isnan(runs[0][1][3]).any()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_spans_give_the_one_thread_bits_at_one_and_two_threads(monkeypatch,
+                                                                           approximate):
+    numba = pytest.importorskip("numba")
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((7, 5000)) * 4).astype(np.float32)  # two spans and a part
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    one_thread = [nn_kernels.gelu_forward(x, approximate),
+                  nn_kernels.gelu_backward(grad, x, approximate)]
+    monkeypatch.setattr(nn_kernels, "PARALLEL_MIN_WORK", 0)  # every array takes the spans
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            np.testing.assert_array_equal(nn_kernels.gelu_forward(x, approximate), one_thread[0])
+            np.testing.assert_array_equal(nn_kernels.gelu_backward(grad, x, approximate),
+                                          one_thread[1])
+    finally:
+        numba.set_num_threads(before)
+
+
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_reduced_cross_entropy_reduces_the_rows_as_the_reference(threshold, reduction):
     # The sum or mean is the reference's reduction of the per-row losses, so the CPU's result

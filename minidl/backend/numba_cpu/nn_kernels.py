@@ -33,8 +33,8 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------
 # softmax over the last axis of a 2-D array; other axes are moved there by the wrappers.
-# Softmax and cross-entropy run on one thread: a classifier's (batch, classes) logits are a few
-# thousand numbers, less work than waking a thread pool costs.
+# These kernels run on one thread; .row_threads splits large inputs into fixed blocks of rows
+# and runs them on each block.
 
 
 @njit(cache=True)
@@ -57,29 +57,112 @@ def _softmax_rows(x, out, take_log):
                 out[r, k] = math.exp(x[r, k] - row_max) * inv_total
 
 
-@njit(cache=True, error_model="numpy")
-def _softmax_rows_vectorised(x, out):
-    """float32 softmax rows with one vectorised exp per element (see .vector_math).
+# float32 rows take the vectorised exp of .vector_math, and find their max and sums by folding:
+# adding the upper half of a row's values onto its lower half is one loop of independent
+# additions, which LLVM vectorises (a running total is a chain of dependent additions, one every
+# ~4 cycles, that it may not reorder). Folded until a few values remain, the row is summed as a
+# fixed tree -- pairwise summation, more accurate than a running total -- in an order set by the
+# width alone, so every thread count gives the same bits. The maximum folds the same way.
+_FOLDED_TO = 8
 
-    exp(x - max) goes into ``out`` as it is computed, then is scaled by 1/sum in place: one exp
-    per element instead of the libm kernel's two. The sum keeps the written order.
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _folded_sum(values, count):
+    """Σ values[:count] as a fixed tree of vectorised folds (``values`` is overwritten)."""
+    while count > _FOLDED_TO:
+        half = (count + 1) // 2
+        for k in range(count - half):
+            values[k] += values[k + half]
+        count = half
+    total = 0.0
+    for k in range(count):
+        total += values[k]
+    return total
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _largest(row, scratch):
+    """max(row), folded in ``scratch`` (float64, at least as long as the row).
+
+    A NaN may or may not win (a select keeps the left value unless the right one is larger),
+    but a row holding a NaN becomes all NaN either way: its exp(x - max) is NaN, so is the sum.
+    """
+    count, half = row.size, (row.size + 1) // 2
+    for k in range(count - half):  # the first fold, read from the row itself
+        left, right = row[k], row[k + half]
+        scratch[k] = right if right > left else left
+    if count % 2:  # the middle value has no partner
+        scratch[half - 1] = row[half - 1]
+    count = half
+    while count > 1:
+        half = (count + 1) // 2
+        for k in range(count - half):
+            left, right = scratch[k], scratch[k + half]
+            scratch[k] = right if right > left else left
+        count = half
+    return scratch[0]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _log_sum_exp_shifted(row, row_max, scratch):
+    """log Σ exp(row - row_max), each exp vectorised (row_max - x >= 0, or NaN) and summed in
+    float64 by folding: the log-sum-exp of the row less its max, at least log 1 = 0.
+
+    The first fold is made as the exps are computed, two per step, and the rest in the scratch.
+    """
+    count, half = row.size, (row.size + 1) // 2
+    for k in range(count - half):
+        scratch[k] = (exp_of_negative(row_max - np.float64(row[k]))
+                      + exp_of_negative(row_max - np.float64(row[k + half])))
+    if count % 2:
+        scratch[half - 1] = exp_of_negative(row_max - np.float64(row[half - 1]))
+    return math.log(_folded_sum(scratch, half))
+
+
+@njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _softmax_rows_vectorised(x, out, take_log):
+    """float32 softmax (or log-softmax) rows with one vectorised exp per element.
+
+    Softmax: exp(x - max) goes into ``out`` as it is computed and into a float64 scratch row
+    that is folded to the sum, then ``out`` is scaled by 1/sum in place. Log-softmax: the
+    exps are only summed (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written.
+    A NaN in the row, or a max of ±inf (inf - inf), makes a NaN exp, so the sum and then every
+    entry are NaN, as in the reference's exp(x - max).
     """
     rows, width = x.shape
+    scratch = np.empty(width)
     for r in range(rows):
-        row_max = -np.inf
+        row, out_row = x[r], out[r]
+        row_max = _largest(row, scratch)
+        if take_log:
+            _log_softmax_row(row, row_max, out_row, scratch, False)
+            continue
         for k in range(width):
-            value = x[r, k]
-            row_max = value if value > row_max else row_max
-        # A NaN in the row (skipped by the max), or a max of ±inf (inf - inf), makes a NaN exp,
-        # so the sum and then every entry are NaN, as in the reference's exp(x - max).
+            value = exp_of_negative(row_max - np.float64(row[k]))
+            out_row[k] = value
+            scratch[k] = value
+        inv_total = 1.0 / _folded_sum(scratch, width)
         for k in range(width):
-            out[r, k] = exp_of_negative(row_max - np.float64(x[r, k]))
-        total = 0.0
-        for k in range(width):
-            total += out[r, k]
-        inv_total = 1.0 / total
-        for k in range(width):
-            out[r, k] = out[r, k] * inv_total
+            out_row[k] = out_row[k] * inv_total
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _log_softmax_row(row, row_max, out_row, scratch, with_sum):
+    """out_row = row - max - log Σ exp(row - max), in float64 rounded once on the store.
+
+    Returns Σ out_row (the float64 values, folded) when ``with_sum``, else 0: cross-entropy's
+    label smoothing needs it, and the plain log-softmax skips its pass over the scratch row.
+    """
+    log_total = _log_sum_exp_shifted(row, row_max, scratch)
+    if not with_sum:
+        for k in range(row.size):
+            out_row[k] = (np.float64(row[k]) - row_max) - log_total
+        return 0.0
+    for k in range(row.size):
+        value = (np.float64(row[k]) - row_max) - log_total
+        out_row[k] = value
+        scratch[k] = value
+    return _folded_sum(scratch, row.size)
 
 
 def _softmax_along(x, axis, take_log):
@@ -90,8 +173,8 @@ def _softmax_along(x, axis, take_log):
     rows = np.asarray(moved, order="C").reshape(moved.size // width if width else 0, width)
     out = np.empty_like(rows)
     if out.size:
-        if rows.dtype == np.float32 and not take_log:
-            _softmax_rows_vectorised(rows, out)
+        if rows.dtype == np.float32:
+            _softmax_rows_vectorised(rows, out, take_log)
         else:
             _softmax_rows(rows, out, take_log)
     return np.moveaxis(out.reshape(moved.shape), -1, axis)
@@ -138,6 +221,19 @@ def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 # softmax + cross-entropy
 
 
+@njit(cache=True, inline="always")
+def _smoothed_loss(log_probs_row, target, ignore_index, smoothing, sum_log_probs):
+    """-(1-eps) logp[target] - eps/C Σ logp, or 0 for an ignored row."""
+    if target == ignore_index:
+        return 0.0
+    if smoothing == 0.0:
+        # no smoothing term at all: 0 · Σ logp would be nan where a log-probability is -inf
+        # (a logit 1e308 below the largest), as the reference leaves it out too
+        return -log_probs_row[target]
+    return (-(1.0 - smoothing) * log_probs_row[target]
+            - smoothing / log_probs_row.size * sum_log_probs)
+
+
 @njit(cache=True)
 def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, losses, log_probs):
     rows, num_classes = logits.shape
@@ -154,15 +250,21 @@ def _cross_entropy_forward_kernel(logits, targets, ignore_index, smoothing, loss
             value = logits[r, k] - row_max - log_total
             log_probs[r, k] = value
             sum_log_probs += value
-        target = targets[r]
-        if target == ignore_index:
-            losses[r] = 0
-        elif smoothing == 0.0:
-            # no smoothing term at all: 0 · Σ logp would be nan where a log-probability is -inf
-            # (a logit 1e308 below the largest), as the reference leaves it out too
-            losses[r] = -log_probs[r, target]
-        else:
-            losses[r] = -(1.0 - smoothing) * log_probs[r, target] - smoothing / num_classes * sum_log_probs
+        losses[r] = _smoothed_loss(log_probs[r], targets[r], ignore_index, smoothing,
+                                   sum_log_probs)
+
+
+@njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _cross_entropy_forward_vectorised(logits, targets, ignore_index, smoothing, losses,
+                                      log_probs):
+    """float32 rows: the log-softmax of :func:`_softmax_rows_vectorised`, then the loss."""
+    rows, num_classes = logits.shape
+    scratch = np.empty(num_classes)
+    for r in range(rows):
+        row, out_row = logits[r], log_probs[r]
+        sum_log_probs = _log_softmax_row(row, _largest(row, scratch), out_row, scratch,
+                                         smoothing != 0.0)
+        losses[r] = _smoothed_loss(out_row, targets[r], ignore_index, smoothing, sum_log_probs)
 
 
 @njit(cache=True)
@@ -182,6 +284,38 @@ def _cross_entropy_backward_kernel(grad_losses, log_probs, targets, ignore_index
         dlogits[r, target] -= grad * (1.0 - smoothing)
 
 
+@njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _cross_entropy_backward_vectorised(grad_losses, log_probs, targets, ignore_index, smoothing,
+                                       dlogits):
+    """float32 rows: :func:`_cross_entropy_backward_kernel` with softmax_k = exp(logp_k) from
+    the vectorised exp(-y), in float64.
+
+    That exp takes y = -logp >= 0, which every log-probability the forward pass makes satisfies
+    (or is NaN). A row given a positive one (not a log-probability, but allowed) is redone with
+    the C library's exp, so that it overflows as before.
+    """
+    rows, num_classes = log_probs.shape
+    uniform = smoothing / num_classes
+    for r in range(rows):
+        target = targets[r]
+        out_row = dlogits[r]
+        if target == ignore_index:
+            out_row[:] = 0
+            continue
+        row, grad = log_probs[r], np.float64(grad_losses[r])
+        positive = False
+        for k in range(num_classes):
+            log_prob = np.float64(row[k])
+            out_row[k] = grad * (exp_of_negative(-log_prob) - uniform)
+            positive |= log_prob > 0.0
+        if positive:
+            _cross_entropy_backward_kernel(grad_losses[r:r + 1], log_probs[r:r + 1],
+                                           targets[r:r + 1], ignore_index, smoothing,
+                                           dlogits[r:r + 1])
+        else:
+            out_row[target] -= grad * (1.0 - smoothing)
+
+
 def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignore_index: int, label_smoothing: float):
     """Per-sample cross-entropy with label smoothing and ignore_index; returns (losses, log_probs).
 
@@ -194,7 +328,9 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
     losses = np.empty(rows, dtype=logits.dtype)
     log_probs = np.empty_like(logits)
     if logits.size:
-        _cross_entropy_forward_kernel(logits, targets, int(ignore_index), float(label_smoothing), losses, log_probs)
+        kernel = (_cross_entropy_forward_vectorised if logits.dtype == np.float32
+                  else _cross_entropy_forward_kernel)
+        kernel(logits, targets, int(ignore_index), float(label_smoothing), losses, log_probs)
     return losses, log_probs
 
 
@@ -205,9 +341,9 @@ def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index
     targets = np.asarray(targets, dtype=np.int64, order="C")
     dlogits = np.empty_like(log_probs)
     if dlogits.size:
-        _cross_entropy_backward_kernel(
-            grad_losses, log_probs, targets, int(ignore_index), float(label_smoothing), dlogits
-        )
+        kernel = (_cross_entropy_backward_vectorised if log_probs.dtype == np.float32
+                  else _cross_entropy_backward_kernel)
+        kernel(grad_losses, log_probs, targets, int(ignore_index), float(label_smoothing), dlogits)
     return dlogits
 
 

@@ -25,7 +25,8 @@ from ..reference.nn_kernels import (
     check_class_targets, check_cross_entropy_reduction, cross_entropy_row_grads,
     reduce_cross_entropy,
 )
-from .nn_kernels import (_cross_entropy_backward_kernel, _cross_entropy_forward_kernel,
+from .nn_kernels import (_cross_entropy_backward_kernel, _cross_entropy_backward_vectorised,
+                         _cross_entropy_forward_kernel, _cross_entropy_forward_vectorised,
                          _layer_norm_backward_kernel, _layer_norm_forward_kernel,
                          _softmax_backward_rows, _softmax_rows, _softmax_rows_vectorised)
 
@@ -46,7 +47,7 @@ def _softmax_blocks(x, out, block_rows, take_log, vectorised):
     for block in prange((rows + block_rows - 1) // block_rows):
         first, last = block * block_rows, min((block + 1) * block_rows, rows)
         if vectorised:
-            _softmax_rows_vectorised(x[first:last], out[first:last])
+            _softmax_rows_vectorised(x[first:last], out[first:last], take_log)
         else:
             _softmax_rows(x[first:last], out[first:last], take_log)
 
@@ -59,25 +60,32 @@ def _softmax_backward_blocks(grad, out, dx, block_rows):
         _softmax_backward_rows(grad[first:last], out[first:last], dx[first:last])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _cross_entropy_forward_blocks(logits, targets, ignore_index, smoothing, losses, log_probs,
-                                  block_rows):
+                                  block_rows, vectorised):
     rows = logits.shape[0]
     for block in prange((rows + block_rows - 1) // block_rows):
         first, last = block * block_rows, min((block + 1) * block_rows, rows)
-        _cross_entropy_forward_kernel(logits[first:last], targets[first:last], ignore_index,
-                                      smoothing, losses[first:last], log_probs[first:last])
+        arguments = (logits[first:last], targets[first:last], ignore_index, smoothing,
+                     losses[first:last], log_probs[first:last])
+        if vectorised:
+            _cross_entropy_forward_vectorised(*arguments)
+        else:
+            _cross_entropy_forward_kernel(*arguments)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _cross_entropy_backward_blocks(grad_losses, log_probs, targets, ignore_index, smoothing,
-                                   dlogits, block_rows):
+                                   dlogits, block_rows, vectorised):
     rows = log_probs.shape[0]
     for block in prange((rows + block_rows - 1) // block_rows):
         first, last = block * block_rows, min((block + 1) * block_rows, rows)
-        _cross_entropy_backward_kernel(grad_losses[first:last], log_probs[first:last],
-                                       targets[first:last], ignore_index, smoothing,
-                                       dlogits[first:last])
+        arguments = (grad_losses[first:last], log_probs[first:last], targets[first:last],
+                     ignore_index, smoothing, dlogits[first:last])
+        if vectorised:
+            _cross_entropy_backward_vectorised(*arguments)
+        else:
+            _cross_entropy_backward_kernel(*arguments)
 
 
 @njit(cache=True, parallel=True)
@@ -129,7 +137,7 @@ def _softmax_along(x, axis, take_log):
     moved, rows = _as_rows(x, axis)
     out = np.empty_like(rows)
     _softmax_blocks(rows, out, _block_rows(rows.shape[1]), take_log,
-                    rows.dtype == np.float32 and not take_log)  # as nn_kernels chooses
+                    rows.dtype == np.float32)  # as nn_kernels chooses
     return np.moveaxis(out.reshape(moved.shape), -1, axis)
 
 
@@ -170,7 +178,8 @@ def softmax_cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, ignor
         check_class_targets(targets, logits.shape[1], ignore_index)
         losses, log_probs = np.empty(logits.shape[0], logits.dtype), np.empty_like(logits)
         _cross_entropy_forward_blocks(logits, targets, int(ignore_index), float(label_smoothing),
-                                      losses, log_probs, _block_rows(logits.shape[1]))
+                                      losses, log_probs, _block_rows(logits.shape[1]),
+                                      logits.dtype == np.float32)  # as nn_kernels chooses
     return reduce_cross_entropy(losses, targets, ignore_index, reduction), log_probs
 
 
@@ -187,7 +196,8 @@ def softmax_cross_entropy_backward(grad_losses, log_probs, targets, ignore_index
     _cross_entropy_backward_blocks(np.asarray(grad_losses, log_probs.dtype, order="C"), log_probs,
                                    np.asarray(targets, np.int64, order="C"), int(ignore_index),
                                    float(label_smoothing), dlogits,
-                                   _block_rows(log_probs.shape[1]))
+                                   _block_rows(log_probs.shape[1]),
+                                   log_probs.dtype == np.float32)  # as nn_kernels chooses
     return dlogits
 
 
