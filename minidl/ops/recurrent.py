@@ -21,22 +21,39 @@ from ..backend import composed
 
 
 def _input_gates(be, x, w_ih, b_ih, b_hh):
-    """x·W_ihᵀ (+ both biases: they add up before any nonlinearity) for all steps, (T, N, G)."""
+    """x·W_ihᵀ (+ both biases: they add up before any nonlinearity) for all steps, (T, N, G).
+
+    The two (G,) biases are summed first, so the (T·N, G) gates take one pass instead of two;
+    this rounds x·W_ihᵀ + (b_ih + b_hh) rather than (x·W_ihᵀ + b_ih) + b_hh, at most one
+    rounding apart per entry."""
     steps, batch, features = x.shape
     gates = be.matmul(be.reshape(x, (steps * batch, features)), w_ih, transpose_b=True)
-    for bias in (b_ih, b_hh):
-        if bias is not None:
-            gates = be.add(gates, bias)
+    biases = [bias for bias in (b_ih, b_hh) if bias is not None]
+    if biases:
+        gates = be.add(gates, biases[0] if len(biases) == 1 else be.add(*biases))
     return be.reshape(gates, (steps, batch, -1))
 
 
-def _weight_grads(be, gate_grads, inputs, w):
-    """(dInputs, dW) of inputs·Wᵀ from its gradient: both as one product over all steps."""
-    steps, batch, width = gate_grads.shape
-    flat = be.reshape(gate_grads, (steps * batch, width))
-    flat_inputs = be.reshape(inputs, (steps * batch, inputs.shape[2]))
+def _rows(be, steps_array):
+    """A (T, N, F) array as the (T·N, F) rows that one product over all steps takes."""
+    steps, batch, width = steps_array.shape
+    return be.reshape(steps_array, (steps * batch, width))
+
+
+def _input_grads(be, gate_grads, inputs, w):
+    """(dInputs, dW, db) of inputs·Wᵀ + b from the gradient of its result, each one product
+    (or sum) over all T steps: dInputs = dG·W, dW = Σ_t dG_tᵀ·inputs_t = dGᵀ·inputs with the
+    steps stacked as rows, db = Σ_rows dG."""
+    flat = _rows(be, gate_grads)
     grad_inputs = be.reshape(be.matmul(flat, w), inputs.shape)
-    return grad_inputs, be.matmul(flat, flat_inputs, transpose_a=True), be.sum(flat, axis=0)
+    return grad_inputs, _weight_grad(be, gate_grads, inputs), be.sum(flat, axis=0)
+
+
+def _weight_grad(be, gate_grads, inputs):
+    """dW = Σ_t dG_tᵀ·inputs_t of inputs·Wᵀ, as one (G × T·N)·(T·N × F) product. For the
+    recurrent weights (inputs = the previous states) this is all the backward pass needs after
+    its loop: the gradient reaching each h_{t-1} was already taken step by step."""
+    return be.matmul(_rows(be, gate_grads), _rows(be, inputs), transpose_a=True)
 
 
 def _order(steps: int, reverse: bool):
@@ -113,8 +130,9 @@ class LSTMRecurrenceFunction(_RecurrenceFunction):
             grad_h = be.matmul(gate_grads[t], self.w_hh)
         gate_grads = composed.stack(be, gate_grads, 0)
         previous = composed.stack(be, [saved[0] for saved in self.saved], 0)
-        grad_x, dw_ih, db = _weight_grads(be, gate_grads, self.x, self.w_ih)
-        _, dw_hh, _ = _weight_grads(be, gate_grads, previous, self.w_hh)
+        # b_ih and b_hh enter the gates as one sum, so both get the same gradient.
+        grad_x, dw_ih, db = _input_grads(be, gate_grads, self.x, self.w_ih)
+        dw_hh = _weight_grad(be, gate_grads, previous)
         return self._grads(grad_x, (grad_h, grad_c), dw_ih, dw_hh, db, db)
 
     @staticmethod
@@ -161,10 +179,11 @@ class GRURecurrenceFunction(_RecurrenceFunction):
                 dh, hidden_gates, h_prev, activated)
             grad_h = be.add(direct, be.matmul(hidden_grads[t], self.w_hh))
         previous = composed.stack(be, [saved[0] for saved in self.saved], 0)
-        grad_x, dw_ih, db_ih = _weight_grads(be, composed.stack(be, input_grads, 0), self.x,
-                                             self.w_ih)
-        _, dw_hh, db_hh = _weight_grads(be, composed.stack(be, hidden_grads, 0), previous,
-                                        self.w_hh)
+        grad_x, dw_ih, db_ih = _input_grads(be, composed.stack(be, input_grads, 0), self.x,
+                                            self.w_ih)
+        hidden_grads = composed.stack(be, hidden_grads, 0)
+        dw_hh = _weight_grad(be, hidden_grads, previous)
+        db_hh = be.sum(_rows(be, hidden_grads), axis=0)
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db_ih, db_hh)
 
     @staticmethod
@@ -212,8 +231,8 @@ class RNNRecurrenceFunction(_RecurrenceFunction):
                 else be.relu_backward(dh, h)  # relu(a) > 0 exactly where a > 0
             grad_h = be.matmul(pre_grads[t], self.w_hh)
         pre_grads = composed.stack(be, pre_grads, 0)
-        grad_x, dw_ih, db = _weight_grads(be, pre_grads, self.x, self.w_ih)
-        _, dw_hh, _ = _weight_grads(be, pre_grads, composed.stack(be, self.previous, 0), self.w_hh)
+        grad_x, dw_ih, db = _input_grads(be, pre_grads, self.x, self.w_ih)
+        dw_hh = _weight_grad(be, pre_grads, composed.stack(be, self.previous, 0))
         return self._grads(grad_x, (grad_h,), dw_ih, dw_hh, db, db)
 
     def _cell(self, input_gates, hidden_gates, states):
