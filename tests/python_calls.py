@@ -31,3 +31,21 @@ def python_calls(function) -> list:
 def generator_frames(calls) -> list:
     """The generator expressions and comprehensions among ``calls``: a frame each, per call."""
     return [c for c in calls if c[1] in ("<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")]
+
+
+def c_calls(function) -> list:
+    """The names of the C functions (``np.empty``, ``ndarray.reshape``, ``astype``...) called
+    while ``function()`` runs, in order: what a primitive's glue allocates, copies or views."""
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "c_call":
+            calls.append(getattr(arg, "__name__", repr(arg)))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(previous)
+    return [c for c in calls if c != "setprofile"]

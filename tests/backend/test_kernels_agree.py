@@ -476,6 +476,21 @@ def test_batch_norm_agrees(n, channels, size, affine, batch_stats, dtype, seed):
             assert_agree(fast_value, ref_value, dtype)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's mean of no values
+@pytest.mark.parametrize("given", [False, True])
+def test_batch_norm_of_an_empty_batch_returns_the_references_statistics(given):
+    # No plane to run the kernel on: the statistics are still the reference's (NaN for an
+    # empty batch's own, the given ones and their rstd otherwise), never uninitialised memory.
+    x = np.empty((0, 3, 4), np.float32)
+    stats = (np.array([1, 2, 3], np.float32), np.array([1, 0, 4], np.float32)) if given \
+        else (None, None)
+    expected = ref.batch_norm_forward(x, None, None, *stats, 1e-5)
+    actual = fast.batch_norm_forward(x, None, None, *stats, 1e-5)
+    for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("batch_stats", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_composed_batch_norm_agrees_with_the_kernel(batch_stats, affine):

@@ -169,9 +169,38 @@ def _input_gradient_factors(mean_g, mean_gx, dweight, dbias, rstd, weight, has_w
 # Numba caches a kernel per function, so one function cannot be compiled both ways. The blocks
 # depend on the shape only; as each plane is summed alone, they would not change a bit anyway.
 
+@njit(cache=True, inline="always")
+def _rows_of_planes(a):
+    """(N, C, S) contiguous ``a`` seen as (N·C, S), one row per plane (a free view here, where
+    NumPy's reshape is a Python call per array)."""
+    return a.reshape((a.shape[0] * a.shape[1], a.shape[2]))
+
+
+@njit(cache=True, inline="always")
+def _float64_statistics(channels, batch_stats, given_mean, given_var):
+    """mean, var and rstd as float64 arrays, mean and var filled from the given statistics unless
+    the batch's are to be computed (converted here: a NumPy copy per array cost more than the
+    normalisation of a single image)."""
+    mean, var, rstd = np.empty(channels), np.empty(channels), np.empty(channels)
+    if not batch_stats:
+        for c in range(channels):
+            mean[c], var[c] = given_mean[c], given_var[c]
+    return mean, var, rstd
+
+
+@njit(cache=True, inline="always")
+def _store_statistics(mean, var, rstd, statistics):
+    """statistics[0], [1], [2] = mean, var, rstd, each rounded once to the output's dtype."""
+    for c in range(mean.size):
+        statistics[0, c], statistics[1, c], statistics[2, c] = mean[c], var[c], rstd[c]
+
+
 @njit(cache=True)
-def _forward_serial(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var, rstd, y):
+def _forward_serial(x_planes, weight, bias, has_weight, has_bias, batch_stats, eps, given_mean,
+                    given_var, statistics, y_planes):
+    x, y = _rows_of_planes(x_planes), _rows_of_planes(y_planes)
     planes, size = x.shape
+    mean, var, rstd = _float64_statistics(statistics.shape[1], batch_stats, given_mean, given_var)
     if batch_stats:
         partials = np.empty(planes)
         _plane_sums(x, 0, planes, partials)
@@ -180,12 +209,15 @@ def _forward_serial(x, weight, bias, has_weight, has_bias, batch_stats, eps, mea
         _channel_totals(partials, var, planes // mean.size * size)
     scale, shift = _scale_and_shift(weight, bias, has_weight, has_bias, eps, var, rstd)
     _normalise_planes(x, y, mean, scale, shift, 0, planes)
+    _store_statistics(mean, var, rstd, statistics)
 
 
 @njit(cache=True, parallel=True)
-def _forward_threaded(x, weight, bias, has_weight, has_bias, batch_stats, eps, mean, var, rstd,
-                      y, tasks):
+def _forward_threaded(x_planes, weight, bias, has_weight, has_bias, batch_stats, eps, given_mean,
+                      given_var, statistics, y_planes, tasks):
+    x, y = _rows_of_planes(x_planes), _rows_of_planes(y_planes)
     planes, size = x.shape
+    mean, var, rstd = _float64_statistics(statistics.shape[1], batch_stats, given_mean, given_var)
     if batch_stats:
         partials = np.empty(planes)
         for task in prange(tasks):
@@ -199,6 +231,7 @@ def _forward_threaded(x, weight, bias, has_weight, has_bias, batch_stats, eps, m
     for task in prange(tasks):
         _normalise_planes(x, y, mean, scale, shift, task * planes // tasks,
                           (task + 1) * planes // tasks)
+    _store_statistics(mean, var, rstd, statistics)
 
 
 @njit(cache=True)
@@ -247,23 +280,27 @@ def batch_norm_forward(x: np.ndarray, weight, bias, mean, var, eps: float):
     """Batch norm of ``x`` (N, C, S) per channel; ``(y, mean, var, rstd)`` (see the reference)."""
     x = np.ascontiguousarray(x)
     channels = x.shape[1]
-    empty = np.empty(0, dtype=x.dtype)  # stands in for a missing argument (never read)
     batch_stats = mean is None
     y = np.empty(x.shape, x.dtype)  # as empty_like (x is contiguous), without its Python layer
-    # mean, var, rstd as the rows of one array: one allocation and one cast back for the three
-    # (a single-sample forward is a few microseconds of work, and each small array counts)
-    stats = np.empty((3, channels), np.float64)
-    if not batch_stats:  # the kernel reads the given statistics from here
-        stats[0], stats[1] = mean, var
+    # The returned mean, var and rstd as the rows of one array in x's dtype, which the kernel
+    # fills: it reads given statistics in their own dtype and rounds its float64 ones once.
+    statistics = np.empty((3, channels), x.dtype)
+    missing = statistics[2]  # stands in for a missing argument (never read; 1-D, x's dtype)
+    if batch_stats:
+        mean = var = missing
+    elif type(mean) is not np.ndarray or type(var) is not np.ndarray:
+        mean, var = np.asarray(mean), np.asarray(var)
     if x.size:
-        rows = (x.shape[0] * channels, x.shape[2])  # one row per (n, c) plane
         _run(_forward_serial, _forward_threaded, x, (
-            x.reshape(rows), empty if weight is None else np.ascontiguousarray(weight),
-            empty if bias is None else np.ascontiguousarray(bias), weight is not None,
-            bias is not None, batch_stats, float(eps), stats[0], stats[1], stats[2],
-            y.reshape(rows)))
-    mean, var, rstd = stats.astype(x.dtype)
-    return y, mean, var, rstd
+            x, missing if weight is None else np.ascontiguousarray(weight),
+            missing if bias is None else np.ascontiguousarray(bias), weight is not None,
+            bias is not None, batch_stats, float(eps), mean, var, statistics, y))
+    else:  # no plane to normalise: the statistics as the reference gives them
+        with np.errstate(divide="ignore", invalid="ignore"):
+            given = np.full((2, channels), np.nan) if batch_stats else np.array([mean, var],
+                                                                                  np.float64)
+            statistics[:] = given[0], given[1], 1.0 / np.sqrt(given[1] + float(eps))
+    return y, statistics[0], statistics[1], statistics[2]  # (unpacking iterates: slower)
 
 
 def batch_norm_backward(grad: np.ndarray, x: np.ndarray, mean, rstd, weight, batch_stats: bool):

@@ -77,7 +77,7 @@ def load_kernels() -> None:
 # Kernel modules whose primitives compute values from their inputs and return new arrays (the
 # optimizer updates write in place, the random ones take a dtype rather than arrays).
 _HALF_THROUGH_FLOAT32 = {"conv", "pool", "nn_kernels", "batch_norm", "rnn_kernels"}
-_FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
+_FLOAT16, _FLOAT32, _FLOAT64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _kernel(module: str, name: str):
@@ -187,7 +187,10 @@ def bound_kernel(function, half_through_float32: bool):
     @functools.wraps(function)
     def kernel_taking_half(*args):
         follow_in_this_thread()
-        if getattr(args[0], "dtype", None) != _FLOAT16:
+        dtype = getattr(args[0], "dtype", None)
+        # float32 and float64 answered by identity (NumPy's dtypes of native floats are single
+        # objects), before the slower comparison that any other dtype takes
+        if dtype is _FLOAT32 or dtype is _FLOAT64 or dtype != _FLOAT16:
             return function(*args)
         return _through_float32(function, args)
     return kernel_taking_half

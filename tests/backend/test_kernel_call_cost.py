@@ -1,0 +1,46 @@
+"""What the Numba kernels' Python glue costs per call, counted (never timed): the NumPy calls
+and Python frames around a kernel, on the small arrays of single-sample inference, where they
+cost more than the kernel's own work."""
+
+import numpy as np
+import pytest
+
+from minidl.backend.numba_cpu import NumbaCpuBackend, load_kernels
+from minidl.backend.reference import ReferenceBackend
+from python_calls import c_calls, generator_frames, python_calls
+
+fast, ref = NumbaCpuBackend(), ReferenceBackend()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels():
+    load_kernels()  # the kernels themselves, not the NumPy stand-ins of a first call
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_with_given_statistics_allocates_its_two_results_and_copies_nothing(dtype):
+    # The running statistics were copied into a float64 array, and the results cast back, with
+    # reshapes around the kernel: now the kernel reads the statistics in their own dtype and
+    # writes mean, var and rstd into one array of x's dtype.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 10)).astype(dtype)
+    weight, bias, mean = (rng.standard_normal(3).astype(dtype) for _ in range(3))
+    var = rng.uniform(0.5, 2, 3).astype(dtype)
+    arguments = (x, weight, bias, mean, var, 1e-5)
+    fast.batch_norm_forward(*arguments)
+    calls = c_calls(lambda: fast.batch_norm_forward(*arguments))
+    assert sorted(c for c in calls if c not in ("getattr", "ascontiguousarray")) == \
+        ["empty", "empty"], calls
+    for got, want in zip(fast.batch_norm_forward(*arguments), ref.batch_norm_forward(*arguments)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_max_pooling_reads_its_window_arguments_without_generator_frames():
+    x = np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6)
+    arguments = (x, (2, 2), (2, 2), (0, 0), (1, 1), False)
+    fast.max_pool2d_forward(*arguments)
+    calls = python_calls(lambda: fast.max_pool2d_forward(*arguments))
+    assert not generator_frames(calls), calls
+    for got, want in zip(fast.max_pool2d_forward(*arguments), ref.max_pool2d_forward(*arguments)):
+        np.testing.assert_array_equal(got, want)
