@@ -39,6 +39,7 @@ LIVENESS_SECONDS = 0.5  # how often a waiting rank looks whether the ranks on it
 TIMEOUT_VARIABLE = "MINIDL_DIST_TIMEOUT"
 SPIN_POLLS = 100        # polls before yielding the core between polls, ...
 YIELD_SECONDS = 0.1     # ... then sleep: a rank this late is computing, not about to arrive
+FORWARDING_PAUSE_S = 1.0  # before MPI_Abort: time for the launcher to forward the last lines
 
 
 class DistributedError(RuntimeError):
@@ -318,4 +319,8 @@ def _abort_if_broken() -> None:
         # be lost when it tears the job down.
         print(f"minidl: rank {_group.rank} ends the job with MPI_Abort: {_group.broken}",
               file=sys.stderr, flush=True)
+        # Flushed is not yet shown: the lines sit in the pipe to the launcher's proxy until it
+        # reads them, and the abort tears the proxies down. On a busy machine that cut the
+        # traceback in half; a moment's pause lets them be forwarded (the job is failing anyway).
+        time.sleep(FORWARDING_PAUSE_S)
         MPI.COMM_WORLD.Abort(1)
