@@ -1,9 +1,15 @@
 """How many threads the CPU backend computes with: ``md.set_num_threads`` / ``md.get_num_threads``.
 
-Two thread pools do the CPU work: the BLAS library that NumPy's matrix products call (OpenBLAS
-in NumPy's wheels), and Numba's pool for the kernels marked ``parallel`` (optimizer updates,
-large im2col/col2im). PyTorch's ``torch.set_num_threads`` limits its one intra-op pool; here the
-same call limits both. Nothing is imported or changed until the function is called.
+Three kinds of threads share the budget. Large matrix products are cut into parts computed at
+once on minidl's own product threads (:mod:`.reference.product_threads`), each part one BLAS
+call with OpenBLAS held at one thread meanwhile; Numba's pool runs the kernels marked
+``parallel`` (optimizer updates, large im2col/col2im, elementwise kernels); OpenBLAS's own pool
+(in NumPy's wheels) computes only the products too small to cut, which it threads itself when
+they are large enough. Why not leave every product to OpenBLAS: its idle workers spin on the
+cores after a threaded product, just when Numba's kernels want them, while minidl's product
+threads and Numba's pool both sleep when idle. PyTorch's ``torch.set_num_threads`` limits its
+one intra-op pool; here the same call limits all three. Nothing is imported or changed until
+the function is called.
 
 BLAS's count is one setting for the whole process, but Numba keeps a count per calling thread
 (a thread that never set one uses the whole pool). So a count set on the main thread is also
@@ -47,6 +53,21 @@ def _loaded_openblas() -> list:
             except OSError:
                 continue
     return libraries
+
+
+def openblas_thread_count_functions():
+    """OpenBLAS's (get, set) functions for its thread count, as ctypes functions (set takes a
+    ``ctypes.c_int``), or None where NumPy uses another BLAS. Setting it costs about a
+    microsecond while the count stays within the threads OpenBLAS has already started, so the
+    product threads hold it at one for each split product and give it back after."""
+    for library in _loaded_openblas():
+        getter = next((getattr(library, name) for name in _OPENBLAS_GETTERS
+                       if hasattr(library, name)), None)
+        setter = next((getattr(library, name) for name in _OPENBLAS_SETTERS
+                       if hasattr(library, name)), None)
+        if getter is not None and setter is not None:
+            return getter, setter
+    return None
 
 
 def _call_first(library, names, *args):

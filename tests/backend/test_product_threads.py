@@ -1,4 +1,4 @@
-"""A convolution's products split over threads (:mod:`minidl.backend.reference.product_threads`)
+"""Matrix products split over threads (:mod:`minidl.backend.reference.product_threads`)
 give the bits of the one-thread products, at 1 and 2 threads, within the thread budget."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import minidl as md
+from minidl.backend import threads
 from minidl.backend.reference import array_ops, product_threads
 
-pytestmark = pytest.mark.skipif(product_threads._openblas_thread_count_functions() is None,
+pytestmark = pytest.mark.skipif(threads.openblas_thread_count_functions() is None,
                                 reason="NumPy here does not use OpenBLAS")
 
 
@@ -132,3 +133,76 @@ def test_more_parts_than_the_budget_are_never_more_threads(budget):
     ranges = []
     product_threads.compute_in_parts(lambda start, stop: ranges.append((start, stop)), 9, 1000)
     assert sorted(ranges) == [(0, 4), (4, 9)]  # two threads, not a thousand
+
+
+def _operand(rng, shape, dtype, transposed):
+    """A random array of ``shape``, or a transposed view of one (BLAS reads it in place)."""
+    if not transposed:
+        return rng.standard_normal(shape).astype(dtype)
+    return np.swapaxes(rng.standard_normal(shape[:-2] + shape[-2:][::-1]).astype(dtype), -1, -2)
+
+
+# A Linear layer's forward (128 rows, cut off a tile boundary), its gradients' shapes, and rows
+# not a multiple of the tile; each with either operand transposed.
+@pytest.mark.parametrize("m, k, n", [(128, 784, 512), (512, 128, 784), (301, 257, 130)])
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False),
+                                                      (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_plain_product_gives_the_one_thread_bits_on_two_threads(
+        budget, split_calls, m, k, n, transpose_a, transpose_b, dtype):
+    rng = np.random.default_rng(2)
+    a = _operand(rng, (k, m) if transpose_a else (m, k), dtype, False)
+    b = _operand(rng, (n, k) if transpose_b else (k, n), dtype, False)
+    budget(1)
+    one_thread = array_ops.matmul(a, b, transpose_a, transpose_b)
+    assert split_calls == []
+    budget(2)
+    two_threads = array_ops.matmul(a, b, transpose_a, transpose_b)
+    assert split_calls == [2]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    tolerance = 1e-3 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(two_threads, (a.T if transpose_a else a) @ (b.T if transpose_b
+                                                                             else b),
+                               atol=tolerance)
+
+
+# Attention's scores and weighted values (batch, heads), a batch times one matrix (broadcast),
+# and a stack of rows times one matrix (a transformer's Linear on (batch, time, features)).
+@pytest.mark.parametrize("a_shape, b_shape, transposed", [
+    ((8, 4, 64, 32), (8, 4, 32, 64), (False, True)),
+    ((8, 4, 64, 64), (8, 4, 64, 32), (False, False)),
+    ((2, 1, 128, 64), (3, 64, 128), (True, False)),
+    ((96, 64), (6, 64, 128), (False, True)),
+    ((16, 64, 128), (128, 256), (False, True)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_batched_product_gives_the_one_thread_bits_on_two_threads(
+        budget, split_calls, a_shape, b_shape, transposed, dtype):
+    rng = np.random.default_rng(3)
+    a, b = (_operand(rng, shape, dtype, flag) for shape, flag in zip((a_shape, b_shape),
+                                                                     transposed))
+    budget(1)
+    one_thread = array_ops.matmul(a, b)
+    budget(2)
+    two_threads = array_ops.matmul(a, b)
+    assert split_calls == [2]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    np.testing.assert_allclose(two_threads, np.matmul(a, b),
+                               atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
+def test_a_gram_product_stays_whole(budget, split_calls):
+    # x @ xᵀ on one buffer is BLAS's syrk, which sums in another order than its parts' GEMMs.
+    x = np.random.default_rng(4).standard_normal((300, 700))
+    budget(1)
+    one_thread = array_ops.matmul(x, x, transpose_b=True)
+    budget(2)
+    np.testing.assert_array_equal(one_thread, array_ops.matmul(x, x, transpose_b=True))
+    assert split_calls == []
+
+
+def test_a_small_or_flat_plain_product_stays_on_the_calling_thread(budget, split_calls):
+    budget(2)
+    array_ops.matmul(np.ones((64, 64)), np.ones((64, 64)))        # below two parts' work
+    array_ops.matmul(np.ones((40, 4096)), np.ones((4096, 512)))   # fewer rows than two tiles
+    assert split_calls == []

@@ -1,15 +1,16 @@
 """A large matrix product's independent parts computed on several threads at once, each part one
 BLAS call on one thread.
 
-Why not leave the threads to BLAS: a convolution's products are stacks of small GEMMs (one per
-image), which OpenBLAS runs one after another, each on one core (it threads only large single
-products). And where it does thread, its idle workers spin on the cores for a while after each
-product, just when the Numba kernels around it (im2col, batch norm) want those cores: the two
-pools then take turns on the cores instead of working at once. So a product that is big enough
-is cut here into as many parts as the thread budget (``md.set_num_threads``), the calling thread
-computes one part and a few persistent worker threads the others (NumPy lets go of the GIL
-inside ``matmul``), while OpenBLAS is held at one thread so that the budget is never exceeded.
-The workers sleep on a semaphore between products: nothing spins.
+Why not leave the threads to BLAS: a convolution's products and attention's are stacks of
+small GEMMs (one per image or head), which OpenBLAS runs one after another, each on one core
+(it threads only large single products). And where it does thread (a Linear layer's product),
+its idle workers spin on the cores for a while after each product, just when the Numba kernels
+around it (im2col, batch norm) want those cores: the two pools then take turns on the cores
+instead of working at once. So a product that is big enough is cut here into as many parts as
+the thread budget (``md.set_num_threads``), the calling thread computes one part and a few
+persistent worker threads the others (NumPy lets go of the GIL inside ``matmul``), while
+OpenBLAS is held at one thread so that the budget is never exceeded. The workers sleep on a
+semaphore between products: nothing spins.
 
 A part is a range of output rows, of output columns or of whole images, never a range of the
 summed axis: every output element is still one BLAS dot product over the whole of k, in the
@@ -23,7 +24,7 @@ import ctypes
 import os
 import threading
 
-from ..threads import _OPENBLAS_GETTERS, _OPENBLAS_SETTERS, _loaded_openblas
+from ..threads import openblas_thread_count_functions
 
 # Multiply-adds every part keeps: a product smaller than two parts stays on the calling thread.
 # Waking a worker costs tens of microseconds, the time of about a million multiply-adds on one
@@ -31,18 +32,6 @@ from ..threads import _OPENBLAS_GETTERS, _OPENBLAS_SETTERS, _loaded_openblas
 # sum in another order: a part of a product too large for them must stay too large as well, or
 # its bits would depend on the thread count.
 PARALLEL_MIN_WORK = 1 << 21
-
-
-def _openblas_thread_count_functions():
-    """OpenBLAS's (get, set) thread count functions, or None where NumPy uses another BLAS."""
-    for library in _loaded_openblas():
-        getter = next((getattr(library, name) for name in _OPENBLAS_GETTERS
-                       if hasattr(library, name)), None)
-        setter = next((getattr(library, name) for name in _OPENBLAS_SETTERS
-                       if hasattr(library, name)), None)
-        if getter is not None and setter is not None:
-            return getter, setter
-    return None
 
 
 class _Worker:
@@ -85,7 +74,7 @@ class _ProductThreads:
 
     def _openblas(self):
         if not self._looked_up:
-            self._blas, self._looked_up = _openblas_thread_count_functions(), True
+            self._blas, self._looked_up = openblas_thread_count_functions(), True
         return self._blas
 
     def thread_budget(self) -> int:
@@ -105,14 +94,30 @@ class _ProductThreads:
         try:
             while len(self._workers) < parts - 1:
                 self._workers.append(_Worker())
-            set_count = self._blas[1]
-            set_count(ctypes.c_int(1))  # each part's BLAS call on its own thread: parts <= budget
-            try:
-                self._run_parts(compute, size, parts)
-            finally:
-                set_count(ctypes.c_int(budget))
+            # Each part's BLAS call on its own thread: parts <= budget.
+            self._with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts), budget)
         finally:
             self._lock.release()
+
+    def run_whole(self, compute) -> None:
+        """Call ``compute()`` on this thread with OpenBLAS held at one thread (unless the budget
+        is one already, or another caller holds it so)."""
+        budget = self.thread_budget()
+        if budget < 2 or not self._lock.acquire(blocking=False):
+            compute()
+            return
+        try:
+            self._with_blas_at_one_thread(compute, budget)
+        finally:
+            self._lock.release()
+
+    def _with_blas_at_one_thread(self, compute, budget: int) -> None:
+        set_count = self._blas[1]
+        set_count(ctypes.c_int(1))  # about a microsecond each way
+        try:
+            compute()
+        finally:
+            set_count(ctypes.c_int(budget))
 
     def _run_parts(self, compute, size: int, parts: int) -> None:
         bounds = [size * part // parts for part in range(parts + 1)]
@@ -158,4 +163,11 @@ def compute_in_parts(compute, size: int, parts: int) -> None:
     _threads.run(compute, size, parts)
 
 
-__all__ = ["part_count", "compute_in_parts", "PARALLEL_MIN_WORK"]
+def compute_on_one_blas_thread(compute) -> None:
+    """Call ``compute()`` with OpenBLAS held at one thread: for a product that cannot be cut
+    into parts with the one-thread bits (BLAS's syrk) and whose sums OpenBLAS's own threads
+    would order by the thread count."""
+    _threads.run_whole(compute)
+
+
+__all__ = ["part_count", "compute_in_parts", "compute_on_one_blas_thread", "PARALLEL_MIN_WORK"]
