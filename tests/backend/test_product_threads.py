@@ -3,6 +3,8 @@ give the bits of the one-thread products, at 1 and 2 threads, within the thread 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -206,3 +208,25 @@ def test_a_small_or_flat_plain_product_stays_on_the_calling_thread(budget, split
     array_ops.matmul(np.ones((64, 64)), np.ones((64, 64)))        # below two parts' work
     array_ops.matmul(np.ones((40, 4096)), np.ones((4096, 512)))   # fewer rows than two tiles
     assert split_calls == []
+
+
+def test_the_caller_computes_the_parts_a_busy_worker_has_not_claimed(budget):
+    budget(2)
+    product_threads.compute_in_parts(lambda start, stop: None, 2, 2)  # the worker exists
+    worker = product_threads._threads._workers[0]
+    release = threading.Event()
+    worker.start(release.wait)  # the worker is busy (on a loaded machine: not yet on a core)
+    computed_by = []
+
+    def caller():
+        product_threads.compute_in_parts(
+            lambda start, stop: computed_by.append((start, threading.get_ident())), 4, 2)
+    try:
+        calling = threading.Thread(target=caller)
+        calling.start()
+        calling.join(timeout=10)
+        assert not calling.is_alive()  # it did not wait for the worker
+        assert sorted(start for start, _ in computed_by) == [0, 2]
+        assert {ident for _, ident in computed_by} == {calling.ident}
+    finally:
+        release.set()
