@@ -109,11 +109,21 @@ def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget)
     seen = []
 
     def compute(start, stop):
-        seen.append((start, stop, product_threads._threads.thread_budget()))
+        seen.append((start, stop, _openblas_threads()))
     parts = product_threads.part_count(5, 10 * product_threads.PARALLEL_MIN_WORK)
     product_threads.compute_in_parts(compute, 5, parts)
-    assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS held at one thread each
+    assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS at one thread in each
     assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
+
+
+def _openblas_threads() -> int:
+    return int(threads.openblas_thread_count_functions()[0]())
+
+
+def test_set_num_threads_leaves_openblas_at_one_thread_and_the_budget_to_the_parts(budget):
+    # OpenBLAS's own threads would spin beside Numba's and order their sums by the count.
+    budget(2)
+    assert _openblas_threads() == 1 and product_threads._threads.thread_budget() == 2
 
 
 def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
@@ -124,7 +134,7 @@ def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
             raise ZeroDivisionError("part two")
     with pytest.raises(ZeroDivisionError, match="part two"):
         product_threads.compute_in_parts(compute, 4, 2)
-    assert product_threads._threads.thread_budget() == 2  # BLAS's count given back
+    assert product_threads._threads.thread_budget() == 2 and _openblas_threads() == 1
     parts = []
     product_threads.compute_in_parts(lambda start, stop: parts.append(start), 4, 2)
     assert sorted(parts) == [0, 2]
@@ -230,3 +240,15 @@ def test_the_caller_computes_the_parts_a_busy_worker_has_not_claimed(budget):
         assert {ident for _, ident in computed_by} == {calling.ident}
     finally:
         release.set()
+
+
+def test_a_product_too_flat_to_cut_gives_the_one_thread_bits_on_two_threads(budget, split_calls):
+    # 32 rows, fewer than two tiles: not cut, and OpenBLAS's own two threads summed some of
+    # its elements in another order than one thread (measured), so OpenBLAS stays at one.
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((32, 1000)), rng.standard_normal((1000, 1000))
+    budget(1)
+    one_thread = array_ops.matmul(a, b)
+    budget(2)
+    np.testing.assert_array_equal(one_thread, array_ops.matmul(a, b))
+    assert split_calls == []

@@ -7,15 +7,15 @@ small GEMMs (one per image or head), which OpenBLAS runs one after another, each
 its idle workers spin on the cores for a while after each product, just when the Numba kernels
 around it (im2col, batch norm) want those cores: the two pools then take turns on the cores
 instead of working at once. So a product that is big enough is cut here into as many parts as
-the thread budget (``md.set_num_threads``), the calling thread computes one part and a few
-persistent worker threads the others (NumPy lets go of the GIL inside ``matmul``), while
-OpenBLAS is held at one thread so that the budget is never exceeded. The workers sleep on a
-semaphore between products: nothing spins.
+the thread budget (``md.set_num_threads``), the calling thread and a few persistent worker
+threads each claim parts until none is left (NumPy lets go of the GIL inside ``matmul``), while
+OpenBLAS computes on one thread (``md.set_num_threads`` sets it so, see :mod:`..threads`), so
+that the budget is never exceeded. The workers sleep on a queue between products: nothing
+spins.
 
-A part is a range of output rows, of output columns or of whole images, never a range of the
-summed axis: every output element is still one BLAS dot product over the whole of k, in the
-same order, so the result is bitwise the same whichever thread computes it and however many
-parts there are.
+A part is a range of output rows or of whole images, never a range of the summed axis: every
+output element is still one BLAS dot product over the whole of k, in the same order, so the
+result is bitwise the same whichever thread computes it and however many parts there are.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 import queue
 import threading
 
-from ..threads import openblas_thread_count_functions
+from ..threads import openblas_thread_count_functions, product_thread_budget
 
 # Multiply-adds every part keeps: a product smaller than two parts stays on the calling thread.
 # Waking a worker costs tens of microseconds, the time of about a million multiply-adds on one
@@ -90,18 +90,10 @@ class _ProductThreads:
     def __init__(self):
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
-        self._blas = None  # (get, set), looked up on first use
-        self._looked_up = False
-
-    def _openblas(self):
-        if not self._looked_up:
-            self._blas, self._looked_up = openblas_thread_count_functions(), True
-        return self._blas
 
     def thread_budget(self) -> int:
-        """The thread count ``md.set_num_threads`` gave OpenBLAS (1 without OpenBLAS)."""
-        blas = self._openblas()
-        return int(blas[0]()) if blas is not None else 1
+        """The thread count ``md.set_num_threads`` gave (OpenBLAS's own before it is called)."""
+        return product_thread_budget()
 
     def run(self, compute, size: int, parts: int) -> None:
         """Call ``compute(start, stop)`` on ``parts`` ranges that cover ``range(size)``, at once,
@@ -116,7 +108,7 @@ class _ProductThreads:
             while len(self._workers) < parts - 1:
                 self._workers.append(_Worker())
             # Each part's BLAS call on its own thread: parts <= budget.
-            self._with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts), budget)
+            _with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts))
         finally:
             self._lock.release()
 
@@ -128,17 +120,9 @@ class _ProductThreads:
             compute()
             return
         try:
-            self._with_blas_at_one_thread(compute, budget)
+            _with_blas_at_one_thread(compute)
         finally:
             self._lock.release()
-
-    def _with_blas_at_one_thread(self, compute, budget: int) -> None:
-        set_count = self._blas[1]
-        set_count(ctypes.c_int(1))  # about a microsecond each way
-        try:
-            compute()
-        finally:
-            set_count(ctypes.c_int(budget))
 
     def _run_parts(self, compute, size: int, parts: int) -> None:
         product = _Parts(compute, [size * part // parts for part in range(parts + 1)])
@@ -146,6 +130,22 @@ class _ProductThreads:
             worker.start(product.compute_until_none_is_left)
         product.compute_until_none_is_left()
         product.wait()  # every part, even after an error: they write into the caller's result
+
+
+def _with_blas_at_one_thread(compute) -> None:
+    """Call ``compute()`` with OpenBLAS at one thread: it is so already once
+    ``md.set_num_threads`` was called; before that it has NumPy's default count, given back
+    after (a switch costs about a microsecond)."""
+    get_count, set_count = openblas_thread_count_functions()
+    count = int(get_count())
+    if count == 1:
+        compute()
+        return
+    set_count(ctypes.c_int(1))
+    try:
+        compute()
+    finally:
+        set_count(ctypes.c_int(count))
 
 
 _threads = _ProductThreads()
