@@ -37,6 +37,12 @@ _OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_thre
 _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
                      "openblas_get_num_threads", "scipy_openblas_get_num_threads")
 
+# False: set_num_threads gives OpenBLAS the count too, as before the product threads cut the
+# plain products. With ``reference.array_ops.SPLIT_PLAIN_PRODUCTS = False`` beside it, that is
+# the previous engine, for a benchmark comparing the two on one machine (flip both, then call
+# set_num_threads).
+OPENBLAS_AT_ONE_THREAD = True
+
 _requested: int | None = None
 _setting = 0  # bumped by each set_num_threads: a thread that applied an older one applies again
 _this_thread = threading.local()  # .setting: the _setting this thread last gave Numba
@@ -94,7 +100,8 @@ def set_num_threads(count: int) -> None:
     if "numba" in sys.modules:
         apply_to_numba()
     for library in _loaded_openblas():
-        _call_first(library, _OPENBLAS_SETTERS, ctypes.c_int(1))  # why: the module's docstring
+        _call_first(library, _OPENBLAS_SETTERS,  # why one: the module's docstring
+                    ctypes.c_int(1 if OPENBLAS_AT_ONE_THREAD else count))
 
 
 def apply_to_numba() -> None:

@@ -252,3 +252,13 @@ def test_a_product_too_flat_to_cut_gives_the_one_thread_bits_on_two_threads(budg
     budget(2)
     np.testing.assert_array_equal(one_thread, array_ops.matmul(a, b))
     assert split_calls == []
+
+
+def test_the_switches_give_back_the_previous_engine_for_a_benchmark(budget, split_calls,
+                                                                    monkeypatch):
+    monkeypatch.setattr(threads, "OPENBLAS_AT_ONE_THREAD", False)
+    monkeypatch.setattr(array_ops, "SPLIT_PLAIN_PRODUCTS", False)
+    budget(2)
+    assert _openblas_threads() == 2  # OpenBLAS threads the plain products itself
+    array_ops.matmul(np.ones((256, 512)), np.ones((512, 512)))
+    assert split_calls == []

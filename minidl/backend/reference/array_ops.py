@@ -281,10 +281,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=No
     return np.ascontiguousarray(np.transpose(product, layout.out_axes))
 
 
-# Set to False to give the plain products (2-D and stacked, called without axes) back to
-# OpenBLAS's own threads, as before they were split here: a benchmark flips it to compare the
-# two on one machine (``array_ops.SPLIT_PLAIN_PRODUCTS = False``). Convolutions' products are
-# split either way.
+# False: the plain products (2-D and stacked, called without axes) are never cut here, each one
+# BLAS call, as before; convolutions' products are cut either way. With
+# ``threads.OPENBLAS_AT_ONE_THREAD = False`` beside it (OpenBLAS then threads them itself),
+# that is the previous engine, for a benchmark comparing the two on one machine.
 SPLIT_PLAIN_PRODUCTS = True
 
 # Output rows per tile of a split 2-D product: every part starts on a multiple of it. OpenBLAS
