@@ -1,20 +1,31 @@
 """How many threads the CPU backend computes with: ``md.set_num_threads`` / ``md.get_num_threads``.
 
-Two thread pools do the CPU work: the BLAS library that NumPy's matrix products call (OpenBLAS
-in NumPy's wheels), and Numba's pool for the kernels marked ``parallel`` (optimizer updates,
-large im2col/col2im). PyTorch's ``torch.set_num_threads`` limits its one intra-op pool; here the
-same call limits both. Nothing is imported or changed until the function is called.
+Two pools share the budget, and both sleep when idle. minidl's product threads
+(:mod:`.reference.product_threads`) cut each large matrix product into parts (rows, images,
+heads) computed at once, each part one BLAS call on one thread; Numba's pool runs the kernels
+marked ``parallel`` (optimizer updates, large im2col/col2im, elementwise kernels). OpenBLAS,
+the BLAS in NumPy's wheels, is given one thread whatever the budget: its own workers spin on
+the cores for a while after each threaded product, just when the Numba kernels that follow want
+those cores, so the two pools took turns instead of working at once; and its threaded products
+sum in an order that depends on its thread count, while a product cut here gives the same bits
+at any count. Measured at 2 threads on a busy 2-core machine (median step): LSTM language
+model 215 -> 169 ms, attention block 32.0 -> 27.8 ms; holding OpenBLAS at one thread only
+while a product was cut (about a microsecond per switch) gave 226 and 28.5 ms. PyTorch's
+``torch.set_num_threads`` limits its one intra-op pool; here the same call limits both. Nothing
+is imported or changed until the function is called: until then NumPy's BLAS keeps its own
+threads, and the product threads take its count as their budget.
 
 BLAS's count is one setting for the whole process, but Numba keeps a count per calling thread
 (a thread that never set one uses the whole pool). So a count set on the main thread is also
 given to any other thread the first time that thread runs a kernel (:func:`follow_in_this_thread`,
 which the CPU backend calls before each kernel): a model trained in a worker thread stays
-within the budget instead of running Numba's full pool beside BLAS's threads.
+within the budget instead of running Numba's full pool beside the product threads.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -25,6 +36,12 @@ _OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_thre
                      "openblas_set_num_threads", "scipy_openblas_set_num_threads")
 _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
                      "openblas_get_num_threads", "scipy_openblas_get_num_threads")
+
+# False: set_num_threads gives OpenBLAS the count too, as before the product threads cut the
+# plain products. With ``reference.array_ops.SPLIT_PLAIN_PRODUCTS = False`` beside it, that is
+# the previous engine, for a benchmark comparing the two on one machine (flip both, then call
+# set_num_threads).
+OPENBLAS_AT_ONE_THREAD = True
 
 _requested: int | None = None
 _setting = 0  # bumped by each set_num_threads: a thread that applied an older one applies again
@@ -49,6 +66,20 @@ def _loaded_openblas() -> list:
     return libraries
 
 
+@functools.cache
+def openblas_thread_count_functions():
+    """OpenBLAS's (get, set) functions for its thread count, as ctypes functions (set takes a
+    ``ctypes.c_int``), or None where NumPy uses another BLAS; looked up once."""
+    for library in _loaded_openblas():
+        getter = next((getattr(library, name) for name in _OPENBLAS_GETTERS
+                       if hasattr(library, name)), None)
+        setter = next((getattr(library, name) for name in _OPENBLAS_SETTERS
+                       if hasattr(library, name)), None)
+        if getter is not None and setter is not None:
+            return getter, setter
+    return None
+
+
 def _call_first(library, names, *args):
     for name in names:
         function = getattr(library, name, None)
@@ -58,7 +89,8 @@ def _call_first(library, names, *args):
 
 
 def set_num_threads(count: int) -> None:
-    """Compute with at most ``count`` threads: NumPy's BLAS pool and Numba's parallel kernels."""
+    """Compute with at most ``count`` threads: the matrix products' parts and Numba's parallel
+    kernels. OpenBLAS itself is set to one thread (also for NumPy products outside minidl)."""
     global _requested, _setting
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
@@ -68,7 +100,8 @@ def set_num_threads(count: int) -> None:
     if "numba" in sys.modules:
         apply_to_numba()
     for library in _loaded_openblas():
-        _call_first(library, _OPENBLAS_SETTERS, ctypes.c_int(count))
+        _call_first(library, _OPENBLAS_SETTERS,  # why one: the module's docstring
+                    ctypes.c_int(1 if OPENBLAS_AT_ONE_THREAD else count))
 
 
 def apply_to_numba() -> None:
@@ -85,6 +118,16 @@ def follow_in_this_thread() -> None:
     (one attribute read when it has)."""
     if _requested is not None and getattr(_this_thread, "setting", None) != _setting:
         apply_to_numba()
+
+
+def product_thread_budget() -> int:
+    """How many threads a matrix product may be cut over: the count set by
+    :func:`set_num_threads`, or else OpenBLAS's own; 1 where NumPy uses another BLAS, whose
+    threads the product threads cannot hold back. Reads no file (called for every product)."""
+    blas = openblas_thread_count_functions()
+    if blas is None:
+        return 1
+    return _requested if _requested is not None else int(blas[0]())
 
 
 def get_num_threads() -> int:

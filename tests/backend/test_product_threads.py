@@ -1,15 +1,18 @@
-"""A convolution's products split over threads (:mod:`minidl.backend.reference.product_threads`)
+"""Matrix products split over threads (:mod:`minidl.backend.reference.product_threads`)
 give the bits of the one-thread products, at 1 and 2 threads, within the thread budget."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
 
 import minidl as md
+from minidl.backend import threads
 from minidl.backend.reference import array_ops, product_threads
 
-pytestmark = pytest.mark.skipif(product_threads._openblas_thread_count_functions() is None,
+pytestmark = pytest.mark.skipif(threads.openblas_thread_count_functions() is None,
                                 reason="NumPy here does not use OpenBLAS")
 
 
@@ -106,11 +109,21 @@ def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget)
     seen = []
 
     def compute(start, stop):
-        seen.append((start, stop, product_threads._threads.thread_budget()))
+        seen.append((start, stop, _openblas_threads()))
     parts = product_threads.part_count(5, 10 * product_threads.PARALLEL_MIN_WORK)
     product_threads.compute_in_parts(compute, 5, parts)
-    assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS held at one thread each
+    assert sorted(seen) == [(0, 2, 1), (2, 5, 1)]  # two parts, BLAS at one thread in each
     assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
+
+
+def _openblas_threads() -> int:
+    return int(threads.openblas_thread_count_functions()[0]())
+
+
+def test_set_num_threads_leaves_openblas_at_one_thread_and_the_budget_to_the_parts(budget):
+    # OpenBLAS's own threads would spin beside Numba's and order their sums by the count.
+    budget(2)
+    assert _openblas_threads() == 1 and product_threads._threads.thread_budget() == 2
 
 
 def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
@@ -121,7 +134,7 @@ def test_an_error_in_a_worker_reaches_the_caller_and_the_workers_go_on(budget):
             raise ZeroDivisionError("part two")
     with pytest.raises(ZeroDivisionError, match="part two"):
         product_threads.compute_in_parts(compute, 4, 2)
-    assert product_threads._threads.thread_budget() == 2  # BLAS's count given back
+    assert product_threads._threads.thread_budget() == 2 and _openblas_threads() == 1
     parts = []
     product_threads.compute_in_parts(lambda start, stop: parts.append(start), 4, 2)
     assert sorted(parts) == [0, 2]
@@ -132,3 +145,120 @@ def test_more_parts_than_the_budget_are_never_more_threads(budget):
     ranges = []
     product_threads.compute_in_parts(lambda start, stop: ranges.append((start, stop)), 9, 1000)
     assert sorted(ranges) == [(0, 4), (4, 9)]  # two threads, not a thousand
+
+
+def _operand(rng, shape, dtype, transposed):
+    """A random array of ``shape``, or a transposed view of one (BLAS reads it in place)."""
+    if not transposed:
+        return rng.standard_normal(shape).astype(dtype)
+    return np.swapaxes(rng.standard_normal(shape[:-2] + shape[-2:][::-1]).astype(dtype), -1, -2)
+
+
+# A Linear layer's forward (128 rows, cut off a tile boundary), its gradients' shapes, and rows
+# not a multiple of the tile; each with either operand transposed.
+@pytest.mark.parametrize("m, k, n", [(128, 784, 512), (512, 128, 784), (301, 257, 130)])
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False),
+                                                      (False, True), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_plain_product_gives_the_one_thread_bits_on_two_threads(
+        budget, split_calls, m, k, n, transpose_a, transpose_b, dtype):
+    rng = np.random.default_rng(2)
+    a = _operand(rng, (k, m) if transpose_a else (m, k), dtype, False)
+    b = _operand(rng, (n, k) if transpose_b else (k, n), dtype, False)
+    budget(1)
+    one_thread = array_ops.matmul(a, b, transpose_a, transpose_b)
+    assert split_calls == []
+    budget(2)
+    two_threads = array_ops.matmul(a, b, transpose_a, transpose_b)
+    assert split_calls == [2]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    tolerance = 1e-3 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(two_threads, (a.T if transpose_a else a) @ (b.T if transpose_b
+                                                                             else b),
+                               atol=tolerance)
+
+
+# Attention's scores and weighted values (batch, heads), a batch times one matrix (broadcast),
+# and a stack of rows times one matrix (a transformer's Linear on (batch, time, features)).
+@pytest.mark.parametrize("a_shape, b_shape, transposed", [
+    ((8, 4, 64, 32), (8, 4, 32, 64), (False, True)),
+    ((8, 4, 64, 64), (8, 4, 64, 32), (False, False)),
+    ((2, 1, 128, 64), (3, 64, 128), (True, False)),
+    ((96, 64), (6, 64, 128), (False, True)),
+    ((16, 64, 128), (128, 256), (False, True)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_batched_product_gives_the_one_thread_bits_on_two_threads(
+        budget, split_calls, a_shape, b_shape, transposed, dtype):
+    rng = np.random.default_rng(3)
+    a, b = (_operand(rng, shape, dtype, flag) for shape, flag in zip((a_shape, b_shape),
+                                                                     transposed))
+    budget(1)
+    one_thread = array_ops.matmul(a, b)
+    budget(2)
+    two_threads = array_ops.matmul(a, b)
+    assert split_calls == [2]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    np.testing.assert_allclose(two_threads, np.matmul(a, b),
+                               atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
+def test_a_gram_product_stays_whole(budget, split_calls):
+    # x @ xᵀ on one buffer is BLAS's syrk, which sums in another order than its parts' GEMMs.
+    x = np.random.default_rng(4).standard_normal((300, 700))
+    budget(1)
+    one_thread = array_ops.matmul(x, x, transpose_b=True)
+    budget(2)
+    np.testing.assert_array_equal(one_thread, array_ops.matmul(x, x, transpose_b=True))
+    assert split_calls == []
+
+
+def test_a_small_or_flat_plain_product_stays_on_the_calling_thread(budget, split_calls):
+    budget(2)
+    array_ops.matmul(np.ones((64, 64)), np.ones((64, 64)))        # below two parts' work
+    array_ops.matmul(np.ones((40, 4096)), np.ones((4096, 512)))   # fewer rows than two tiles
+    assert split_calls == []
+
+
+def test_the_caller_computes_the_parts_a_busy_worker_has_not_claimed(budget):
+    budget(2)
+    product_threads.compute_in_parts(lambda start, stop: None, 2, 2)  # the worker exists
+    worker = product_threads._threads._workers[0]
+    release = threading.Event()
+    worker.start(release.wait)  # the worker is busy (on a loaded machine: not yet on a core)
+    computed_by = []
+
+    def caller():
+        product_threads.compute_in_parts(
+            lambda start, stop: computed_by.append((start, threading.get_ident())), 4, 2)
+    try:
+        calling = threading.Thread(target=caller)
+        calling.start()
+        calling.join(timeout=10)
+        assert not calling.is_alive()  # it did not wait for the worker
+        assert sorted(start for start, _ in computed_by) == [0, 2]
+        assert {ident for _, ident in computed_by} == {calling.ident}
+    finally:
+        release.set()
+
+
+def test_a_product_too_flat_to_cut_gives_the_one_thread_bits_on_two_threads(budget, split_calls):
+    # 32 rows, fewer than two tiles: not cut, and OpenBLAS's own two threads summed some of
+    # its elements in another order than one thread (measured), so OpenBLAS stays at one.
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((32, 1000)), rng.standard_normal((1000, 1000))
+    budget(1)
+    one_thread = array_ops.matmul(a, b)
+    budget(2)
+    np.testing.assert_array_equal(one_thread, array_ops.matmul(a, b))
+    assert split_calls == []
+
+
+def test_the_switches_give_back_the_previous_engine_for_a_benchmark(budget, split_calls,
+                                                                    monkeypatch):
+    monkeypatch.setattr(threads, "OPENBLAS_AT_ONE_THREAD", False)
+    monkeypatch.setattr(array_ops, "SPLIT_PLAIN_PRODUCTS", False)
+    budget(2)
+    assert _openblas_threads() == 2  # OpenBLAS threads the plain products itself
+    array_ops.matmul(np.ones((256, 512)), np.ones((512, 512)))
+    assert split_calls == []

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
-from .product_threads import compute_in_parts, part_count
+from .product_threads import compute_in_parts, compute_on_one_blas_thread, part_count
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -281,14 +281,75 @@ def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=No
     return np.ascontiguousarray(np.transpose(product, layout.out_axes))
 
 
+# False: the plain products (2-D and stacked, called without axes) are never cut here, each one
+# BLAS call, as before; convolutions' products are cut either way. With
+# ``threads.OPENBLAS_AT_ONE_THREAD = False`` beside it (OpenBLAS then threads them itself),
+# that is the previous engine, for a benchmark comparing the two on one machine.
+SPLIT_PLAIN_PRODUCTS = True
+
+# Output rows per tile of a split 2-D product: every part starts on a multiple of it. OpenBLAS
+# computes NumPy's row-major product as the column-major Cᵀ = Bᵀ Aᵀ, so our rows are its
+# columns, which its driver packs and multiplies in chunks of three register tiles (3 × 8 on
+# AVX-512 double precision): a part starting inside a chunk sums some elements in another
+# order. Measured: cuts at multiples of 24 rows gave the whole product's bits in every float32
+# and float64 case tried, cuts at multiples of 8, 16, 32 or 64 did not (float64). Cutting the
+# columns changed float64 bits at any alignment tried, so a 2-D product is split by rows only.
+_ROW_TILE = 24
+
+
 def _product(a, b):
     if a.ndim > 2 and b.ndim == 2:
         # A stack of matrices times one matrix is one product of the stacked rows: NumPy does
         # the stacked form without BLAS (measured ~100x slower on (32, 64, 512) @ (512, 128),
         # a transformer's Linear), while (32·64, 512) @ (512, 128) is a single GEMM.
-        rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)
+        rows = _matrix_product(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), b)
         return rows.reshape(a.shape[:-1] + (b.shape[1],))
-    return np.matmul(a, b)
+    if a.ndim == 2 and b.ndim == 2:
+        return _matrix_product(a, b)
+    if a.ndim >= 2 and b.ndim >= 2:
+        return _stacked_product(a, b)
+    return np.matmul(a, b)  # a vector: a matrix-vector product, its work never worth a split
+
+
+def _matrix_product(a, b):
+    """a (m, k) @ b (k, n); threads share it by output rows, each part one BLAS call on its
+    rows of a and the whole of b (never a range of k: every element keeps its sum)."""
+    (m, k), n = a.shape, b.shape[1]
+    parts = part_count(m // _ROW_TILE, m * k * n) if SPLIT_PLAIN_PRODUCTS else 1
+    if parts == 1:
+        return np.matmul(a, b)
+    if _is_gram_product(a, b):
+        whole = []
+        compute_on_one_blas_thread(lambda: whole.append(np.matmul(a, b)))
+        return whole[0]
+    out = np.empty((m, n), dtype=np.result_type(a, b))
+
+    def rows(start, stop):
+        # Each cut moved to the nearest tile boundary; neighbours move their shared cut alike.
+        first = round(start / _ROW_TILE) * _ROW_TILE
+        last = m if stop == m else round(stop / _ROW_TILE) * _ROW_TILE
+        np.matmul(a[first:last], b, out=out[first:last])
+    compute_in_parts(rows, m, parts)
+    return out
+
+
+def _is_gram_product(a, b) -> bool:
+    """Whether a @ b is x @ xᵀ on one buffer, which NumPy hands to BLAS's syrk (it computes one
+    triangle and mirrors it): its parts would be GEMMs, which sum in another order, and
+    OpenBLAS's threaded syrk gives other bits than its one-thread syrk."""
+    return (a.shape == b.shape[::-1] and a.strides == b.strides[::-1]
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _stacked_product(a, b):
+    """A batch of products (batch axes broadcast); threads share it by whole entries of the
+    last batch axis, each entry the same BLAS call as on one thread."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    work = math.prod(batch) * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    if not SPLIT_PLAIN_PRODUCTS or part_count(batch[-1], work) == 1:
+        return np.matmul(a, b)
+    return _block_by_block(np.broadcast_to(a, batch + a.shape[-2:]),
+                           np.broadcast_to(b, batch + b.shape[-2:]))
 
 
 def _summed_over_batch_axis(a, b, axis):

@@ -1,29 +1,32 @@
 """A large matrix product's independent parts computed on several threads at once, each part one
 BLAS call on one thread.
 
-Why not leave the threads to BLAS: a convolution's products are stacks of small GEMMs (one per
-image), which OpenBLAS runs one after another, each on one core (it threads only large single
-products). And where it does thread, its idle workers spin on the cores for a while after each
-product, just when the Numba kernels around it (im2col, batch norm) want those cores: the two
-pools then take turns on the cores instead of working at once. So a product that is big enough
-is cut here into as many parts as the thread budget (``md.set_num_threads``), the calling thread
-computes one part and a few persistent worker threads the others (NumPy lets go of the GIL
-inside ``matmul``), while OpenBLAS is held at one thread so that the budget is never exceeded.
-The workers sleep on a semaphore between products: nothing spins.
+Why not leave the threads to BLAS: a convolution's products and attention's are stacks of
+small GEMMs (one per image or head), which OpenBLAS runs one after another, each on one core
+(it threads only large single products). And where it does thread (a Linear layer's product),
+its idle workers spin on the cores for a while after each product, just when the Numba kernels
+around it (im2col, batch norm) want those cores: the two pools then take turns on the cores
+instead of working at once. So a product that is big enough is cut here into as many parts as
+the thread budget (``md.set_num_threads``), the calling thread and a few persistent worker
+threads each claim parts until none is left (NumPy lets go of the GIL inside ``matmul``), while
+OpenBLAS computes on one thread (``md.set_num_threads`` sets it so, see :mod:`..threads`), so
+that the budget is never exceeded. The workers sleep on a queue between products: nothing
+spins.
 
-A part is a range of output rows, of output columns or of whole images, never a range of the
-summed axis: every output element is still one BLAS dot product over the whole of k, in the
-same order, so the result is bitwise the same whichever thread computes it and however many
-parts there are.
+A part is a range of output rows or of whole images, never a range of the summed axis: every
+output element is still one BLAS dot product over the whole of k, in the same order, so the
+result is bitwise the same whichever thread computes it and however many parts there are.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
+import queue
 import threading
 
-from ..threads import _OPENBLAS_GETTERS, _OPENBLAS_SETTERS, _loaded_openblas
+from ..threads import openblas_thread_count_functions, product_thread_budget
 
 # Multiply-adds every part keeps: a product smaller than two parts stays on the calling thread.
 # Waking a worker costs tens of microseconds, the time of about a million multiply-adds on one
@@ -33,44 +36,51 @@ from ..threads import _OPENBLAS_GETTERS, _OPENBLAS_SETTERS, _loaded_openblas
 PARALLEL_MIN_WORK = 1 << 21
 
 
-def _openblas_thread_count_functions():
-    """OpenBLAS's (get, set) thread count functions, or None where NumPy uses another BLAS."""
-    for library in _loaded_openblas():
-        getter = next((getattr(library, name) for name in _OPENBLAS_GETTERS
-                       if hasattr(library, name)), None)
-        setter = next((getattr(library, name) for name in _OPENBLAS_SETTERS
-                       if hasattr(library, name)), None)
-        if getter is not None and setter is not None:
-            return getter, setter
-    return None
-
-
 class _Worker:
-    """A thread that runs one function at a time, handed to it by :meth:`start`."""
+    """A thread that runs the functions handed to it by :meth:`start`, one after another."""
 
     def __init__(self):
-        self._go, self._done = threading.Semaphore(0), threading.Semaphore(0)
-        self._function, self._error = None, None
+        self._functions = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="minidl-product", daemon=True).start()
 
     def _serve(self):
         while True:
-            self._go.acquire()
-            try:
-                self._function()
-            except BaseException as error:  # handed back to the caller by wait()
-                self._error = error
-            self._done.release()
+            self._functions.get()()
 
     def start(self, function):
-        self._function, self._error = function, None
-        self._go.release()
+        self._functions.put(function)
+
+
+class _Parts:
+    """One product's parts, each claimed by whichever thread is free first. The caller never
+    waits for a worker to wake: on a busy machine a sleeping thread may get a core only
+    milliseconds later (measured: 14 ms at worst for a 0.5 ms product), and by then the caller
+    has computed the parts itself. Which thread computes a part never changes its bits."""
+
+    def __init__(self, compute, bounds):
+        self._compute, self._bounds = compute, bounds
+        self._claims = itertools.count()  # next() on it is atomic: each part is claimed once
+        self._unfinished = len(bounds) - 1
+        self._count_lock = threading.Lock()
+        self._all_finished = threading.Event()
+        self.error = None  # the first error a part raised
+
+    def compute_until_none_is_left(self):
+        while (part := next(self._claims)) < len(self._bounds) - 1:
+            try:
+                self._compute(self._bounds[part], self._bounds[part + 1])
+            except BaseException as error:  # handed to the caller by wait()
+                self.error = self.error or error
+            with self._count_lock:
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._all_finished.set()
 
     def wait(self):
-        """Wait for the function to return; what it raised, or None."""
-        self._done.acquire()
-        error, self._error, self._function = self._error, None, None
-        return error
+        """Wait for the parts claimed by workers, still being computed; raise what one raised."""
+        self._all_finished.wait()
+        if self.error is not None:
+            raise self.error
 
 
 class _ProductThreads:
@@ -80,18 +90,10 @@ class _ProductThreads:
     def __init__(self):
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
-        self._blas = None  # (get, set), looked up on first use
-        self._looked_up = False
-
-    def _openblas(self):
-        if not self._looked_up:
-            self._blas, self._looked_up = _openblas_thread_count_functions(), True
-        return self._blas
 
     def thread_budget(self) -> int:
-        """The thread count ``md.set_num_threads`` gave OpenBLAS (1 without OpenBLAS)."""
-        blas = self._openblas()
-        return int(blas[0]()) if blas is not None else 1
+        """The thread count ``md.set_num_threads`` gave (OpenBLAS's own before it is called)."""
+        return product_thread_budget()
 
     def run(self, compute, size: int, parts: int) -> None:
         """Call ``compute(start, stop)`` on ``parts`` ranges that cover ``range(size)``, at once,
@@ -105,27 +107,45 @@ class _ProductThreads:
         try:
             while len(self._workers) < parts - 1:
                 self._workers.append(_Worker())
-            set_count = self._blas[1]
-            set_count(ctypes.c_int(1))  # each part's BLAS call on its own thread: parts <= budget
-            try:
-                self._run_parts(compute, size, parts)
-            finally:
-                set_count(ctypes.c_int(budget))
+            # Each part's BLAS call on its own thread: parts <= budget.
+            _with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts))
+        finally:
+            self._lock.release()
+
+    def run_whole(self, compute) -> None:
+        """Call ``compute()`` on this thread with OpenBLAS held at one thread (unless the budget
+        is one already, or another caller holds it so)."""
+        budget = self.thread_budget()
+        if budget < 2 or not self._lock.acquire(blocking=False):
+            compute()
+            return
+        try:
+            _with_blas_at_one_thread(compute)
         finally:
             self._lock.release()
 
     def _run_parts(self, compute, size: int, parts: int) -> None:
-        bounds = [size * part // parts for part in range(parts + 1)]
-        workers = self._workers[:parts - 1]
-        for worker, start, stop in zip(workers, bounds[1:], bounds[2:]):
-            worker.start(lambda start=start, stop=stop: compute(start, stop))
-        try:
-            compute(bounds[0], bounds[1])
-        finally:
-            # Every worker, even after an error here: they write into the caller's result.
-            errors = [error for error in (worker.wait() for worker in workers) if error]
-        if errors:
-            raise errors[0]
+        product = _Parts(compute, [size * part // parts for part in range(parts + 1)])
+        for worker in self._workers[:parts - 1]:
+            worker.start(product.compute_until_none_is_left)
+        product.compute_until_none_is_left()
+        product.wait()  # every part, even after an error: they write into the caller's result
+
+
+def _with_blas_at_one_thread(compute) -> None:
+    """Call ``compute()`` with OpenBLAS at one thread: it is so already once
+    ``md.set_num_threads`` was called; before that it has NumPy's default count, given back
+    after (a switch costs about a microsecond)."""
+    get_count, set_count = openblas_thread_count_functions()
+    count = int(get_count())
+    if count == 1:
+        compute()
+        return
+    set_count(ctypes.c_int(1))
+    try:
+        compute()
+    finally:
+        set_count(ctypes.c_int(count))
 
 
 _threads = _ProductThreads()
@@ -158,4 +178,11 @@ def compute_in_parts(compute, size: int, parts: int) -> None:
     _threads.run(compute, size, parts)
 
 
-__all__ = ["part_count", "compute_in_parts", "PARALLEL_MIN_WORK"]
+def compute_on_one_blas_thread(compute) -> None:
+    """Call ``compute()`` with OpenBLAS held at one thread: for a product that cannot be cut
+    into parts with the one-thread bits (BLAS's syrk) and whose sums OpenBLAS's own threads
+    would order by the thread count."""
+    _threads.run_whole(compute)
+
+
+__all__ = ["part_count", "compute_in_parts", "compute_on_one_blas_thread", "PARALLEL_MIN_WORK"]
