@@ -80,6 +80,20 @@ def test_conv_products_give_the_one_thread_bits_on_two_threads(budget, split_cal
                                atol=tolerance * 10)
 
 
+# Small maps whose wide product's image blocks end inside OpenBLAS's register tiles (7x7 and
+# 9x9 maps): cutting such a product between images changed float64 sums.
+@pytest.mark.parametrize("images, channels, side", [(40, 32, 7), (30, 16, 9)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_maps_give_the_one_thread_bits_on_two_threads(budget, images, channels, side,
+                                                            dtype):
+    cols, weight, grad = _conv_operands(images, channels, 16, side, dtype)
+    budget(1)
+    one_thread = _conv_products(cols, weight, grad)
+    budget(2)
+    for one, two in zip(one_thread, _conv_products(cols, weight, grad)):
+        np.testing.assert_array_equal(one, two)
+
+
 def test_a_convolution_and_its_gradients_are_the_same_bits_at_one_and_two_threads(
         budget, split_calls):
     # The whole layer: im2col and col2im (Numba, split by input plane) around the products.

@@ -6,13 +6,15 @@ named function with the contract's parameters (see :mod:`minidl.backend.primitiv
 signature check can compare it with the contract.
 """
 
+import builtins
 import math
 
 import numpy as np
 
 from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
-from .product_threads import compute_in_parts, compute_on_one_blas_thread, part_count
+from .product_threads import (PARALLEL_MIN_WORK, compute_in_parts, compute_on_one_blas_thread,
+                              part_count)
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -386,22 +388,41 @@ def _blocks_of_one_wide_product(a, b) -> bool:
     return not per_block
 
 
+# The most blocks of images a wide product is cut into (fixed, whatever the thread count).
+_MOST_IMAGE_BLOCKS = 16
+
+
 def _as_one_wide_product(a, b):
     """a (…, N, m, k), one matrix along N, times b (…, N, k, n) as a (…, m, k) @ (…, k, N·n),
-    viewed back as (…, N, m, n). Threads share it by blocks of whole images, each copying its
-    images of b side by side and multiplying them into its columns of the result."""
+    viewed back as (…, N, m, n).
+
+    A large one is cut into blocks of whole images, each block its own BLAS call on its images
+    of b copied side by side, and the threads share the blocks. The blocks depend on the shape
+    alone, never on the thread count: OpenBLAS sums the elements near a call's column edge in
+    another order (measured in both precisions, for most cut positions), so the same columns
+    computed in one call or in two need not agree, and only a fixed cut keeps the bits the
+    same at any thread count."""
     n_blocks, (m, k), n = b.shape[-3], a.shape[-2:], b.shape[-1]
     left = a[..., 0, :, :]
-    parts = part_count(n_blocks, m * k * n_blocks * n)  # the work of one BLAS call of the stack
-    if parts == 1:
+    work = m * k * n_blocks * n  # the multiply-adds of one BLAS call of the stack
+    # Each block keeps a part's worth of work, above OpenBLAS's small-matrix kernels. (This
+    # module's max and min are the backend's reductions, hence the builtin.)
+    blocks = builtins.min(n_blocks, _MOST_IMAGE_BLOCKS, work // PARALLEL_MIN_WORK)
+    if blocks <= 1:
         product = _product(left, _side_by_side(b, 0, n_blocks))            # (..., m, N·n)
     else:
         product = np.empty(b.shape[:-3] + (m, n_blocks * n), dtype=np.result_type(a, b))
+        bounds = [n_blocks * block // blocks for block in range(blocks + 1)]
 
-        def images(start, stop):
-            np.matmul(left, _side_by_side(b, start, stop),
-                      out=product[..., start * n:stop * n])
-        compute_in_parts(images, n_blocks, parts)
+        def image_blocks(first, last):
+            for start, stop in zip(bounds[first:last], bounds[first + 1:last + 1]):
+                np.matmul(left, _side_by_side(b, start, stop),
+                          out=product[..., start * n:stop * n])
+        parts = part_count(blocks, work)
+        if parts == 1:
+            image_blocks(0, blocks)
+        else:
+            compute_in_parts(image_blocks, blocks, parts)
     return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
 
 
