@@ -16,6 +16,13 @@ pytestmark = pytest.mark.skipif(threads.openblas_thread_count_functions() is Non
                                 reason="NumPy here does not use OpenBLAS")
 
 
+@pytest.fixture(autouse=True)
+def split_small_products(monkeypatch):
+    """Split from two parts' work, as the bits allow, rather than from the wake-up cost's
+    floor: the tests' products stay small (and quick) and still split."""
+    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 0)
+
+
 @pytest.fixture
 def budget():
     """Set the thread budget for one test, and give the old one back after it."""
@@ -225,6 +232,16 @@ def test_a_gram_product_stays_whole(budget, split_calls):
     budget(2)
     np.testing.assert_array_equal(one_thread, array_ops.matmul(x, x, transpose_b=True))
     assert split_calls == []
+
+
+def test_a_product_too_small_to_pay_for_waking_a_thread_stays_whole(budget, split_calls,
+                                                                      monkeypatch):
+    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
+    budget(2)
+    array_ops.matmul(np.ones((128, 256), np.float32), np.ones((256, 512), np.float32))  # 16.8M
+    assert split_calls == []
+    array_ops.matmul(np.ones((256, 256), np.float32), np.ones((256, 512), np.float32))  # 33.6M
+    assert split_calls == [2]
 
 
 def test_a_small_or_flat_plain_product_stays_on_the_calling_thread(budget, split_calls):
