@@ -314,7 +314,7 @@ ALLOWED = [
     Difference("float32 constants in some float64 gradients", ("F.hardsigmoid", "F.hardswish"),
                applies=lambda inputs: inputs[0].values.dtype == np.float64),
     Difference("`inference_mode` is `no_grad`"),
-    Difference("`md.set_num_threads` limits both CPU pools"),
+    Difference("`md.set_num_threads` is the one thread budget of the CPU"),
     Difference("A module called on a NumPy array takes it as `md.tensor` would"),
     Difference("`var`/`std` with `correction` greater than the number of elements",
                ("var std",), applies=lambda inputs: inputs[0].values.size <= 1 or
