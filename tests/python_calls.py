@@ -10,14 +10,14 @@ from __future__ import annotations
 import sys
 
 
-def python_calls(function) -> list:
-    """(file name, function name) of every Python function entered while ``function()`` runs,
-    in order (C functions such as ``np.add`` do not appear)."""
-    calls = []
+def _profiled(function, event_kind: str, describe) -> list:
+    """``describe(frame, arg)`` of every profiler event of ``event_kind`` while ``function()``
+    runs, in order."""
+    events = []
 
     def profile(frame, event, arg):
-        if event == "call":
-            calls.append((frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name))
+        if event == event_kind:
+            events.append(describe(frame, arg))
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -25,7 +25,14 @@ def python_calls(function) -> list:
         function()
     finally:
         sys.setprofile(previous)
-    return calls
+    return events
+
+
+def python_calls(function) -> list:
+    """(file name, function name) of every Python function entered while ``function()`` runs,
+    in order (C functions such as ``np.add`` do not appear)."""
+    return _profiled(function, "call", lambda frame, arg: (
+        frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name))
 
 
 def generator_frames(calls) -> list:
@@ -36,16 +43,5 @@ def generator_frames(calls) -> list:
 def c_calls(function) -> list:
     """The names of the C functions (``np.empty``, ``ndarray.reshape``, ``astype``...) called
     while ``function()`` runs, in order: what a primitive's glue allocates, copies or views."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "c_call":
-            calls.append(getattr(arg, "__name__", repr(arg)))
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        function()
-    finally:
-        sys.setprofile(previous)
+    calls = _profiled(function, "c_call", lambda frame, arg: getattr(arg, "__name__", repr(arg)))
     return [c for c in calls if c != "setprofile"]
