@@ -22,8 +22,14 @@ def reference(tmp_path_factory):
     return load_result(str(base / "final.npz")), seconds / STEPS
 
 
-@pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
-@pytest.mark.parametrize("trial", [0, 1])
+# Two kill times per save mode; the default tier runs one of each mode (each run costs seconds
+# of child processes), the slow tier all four.
+@pytest.mark.parametrize("async_save, trial", [
+    pytest.param(False, 0, id="0-sync"),
+    pytest.param(True, 1, id="1-async"),
+    pytest.param(True, 0, id="0-async", marks=pytest.mark.slow),
+    pytest.param(False, 1, id="1-sync", marks=pytest.mark.slow),
+])
 def test_killed_and_restarted_run_ends_bitwise_identical(tmp_path, reference, async_save, trial):
     expected, seconds_per_step = reference
     options = OPTIONS + (["--async"] if async_save else [])

@@ -146,8 +146,8 @@ def test_a_resumed_gpu_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path):
 
 def test_a_gpu_checkpoint_restores_on_the_cpu_and_a_cpu_one_on_the_gpu(tmp_path):
     model, opt = build(GPU)
-    steps(model, opt, 2, GPU)
-    md.Checkpoint(model=model, optimizer=opt).save(tmp_path / "gpu.ckpt", step=2)
+    steps(model, opt, 1, GPU)  # one step gives the optimizer its moments to carry across
+    md.Checkpoint(model=model, optimizer=opt).save(tmp_path / "gpu.ckpt", step=1)
 
     on_cpu, cpu_opt = build("cpu", seed=1)
     md.Checkpoint(model=on_cpu, optimizer=cpu_opt).restore(tmp_path / "gpu.ckpt")
