@@ -25,13 +25,14 @@ __all__ = ["lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_c
 PARALLEL_MIN_GATES = 1 << 20
 """Gate entries (rows × gates × hidden) from which a step's rows are split over threads.
 
-Timed alone, a (32, 4·256) LSTM step is ~1.7x faster on two threads than on one. But a cell
-never runs alone: each step follows the step's recurrent product h·W_hhᵀ, and BLAS's threads
-keep their cores busy (spinning, waiting for the next product) for a while after it returns,
-so a parallel cell waits for a core and lost. Measured on 2 cores, a 35-step forward and
-backward loop (product, add, cell) at 2 threads ran slower with the threaded cells at every
-batch tried, 32, 128 and 512 rows of 4·256 gates (up to 2^19 entries); the LM benchmark's step
-at 2 threads was slower than at 1. So a step stays on the calling thread below 2^20 entries."""
+Timed alone, back to back, a (32, 4·256) LSTM step is ~1.7x faster on two threads than on one
+(~50 -> ~30 µs). But a cell never runs alone: each step follows the step's recurrent product
+h·W_hhᵀ, and by then the pool's threads are asleep (or, with OpenBLAS threading the product,
+were spinning on the cores), and waking them costs more than the cell (~150 µs on a 2-core
+virtual machine). Measured on 2 cores, a 35-step forward and backward loop (product, add,
+cell) at 2 threads ran slower with the threaded cells at every batch tried, 32, 128 and 512
+rows of 4·256 gates (up to 2^19 entries). So a step stays on the calling thread below 2^20
+entries."""
 
 
 def _sigmoid(x, like):

@@ -346,10 +346,9 @@ def _is_gram_product(a, b) -> bool:
 def _stacked_product(a, b):
     """A batch of products (batch axes broadcast); threads share it by whole entries of the
     last batch axis, each entry the same BLAS call as on one thread."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    work = math.prod(batch) * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    if not SPLIT_PLAIN_PRODUCTS or part_count(batch[-1], work) == 1:
+    if not SPLIT_PLAIN_PRODUCTS:
         return np.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return _block_by_block(np.broadcast_to(a, batch + a.shape[-2:]),
                            np.broadcast_to(b, batch + b.shape[-2:]))
 

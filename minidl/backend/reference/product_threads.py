@@ -28,11 +28,10 @@ import threading
 
 from ..threads import openblas_thread_count_functions, product_thread_budget
 
-# Multiply-adds every part keeps: a product smaller than two parts stays on the calling thread.
-# Waking a worker costs tens of microseconds, the time of about a million multiply-adds on one
-# core. And below 100³ = 10⁶ multiply-adds OpenBLAS switches to its small-matrix kernels, which
-# sum in another order: a part of a product too large for them must stay too large as well, or
-# its bits would depend on the thread count.
+# Multiply-adds every part keeps. Below 100³ = 10⁶ multiply-adds OpenBLAS switches to its
+# small-matrix kernels, which sum in another order: a part of a product too large for them must
+# stay too large as well, or its bits would depend on the thread count. (Whether a split pays
+# at all is SPLIT_MIN_WORK's question.)
 PARALLEL_MIN_WORK = 1 << 21
 
 # Multiply-adds from which a product is split at all. A worker that sleeps takes a while to
