@@ -41,9 +41,11 @@ from numba import cuda  # noqa: E402  (after the availability check, which expla
 
 # Small tensors make small grids, and numba warns about each such launch; for a tensor library
 # that is the normal case, not a mistake to report. Matched by message: numba-cuda raises its own
-# NumbaPerformanceWarning class (numba.cuda.core.errors), not numba's.
-warnings.filterwarnings("ignore", message=r"Grid size \d+ will likely result in GPU "
-                                          r"under-utilization")
+# NumbaPerformanceWarning class (numba.cuda.core.errors), not numba's. On a GPU numba-cuda
+# highlights the message with terminal colour codes ("\x1b[1m"), which the pattern skips: a
+# filter is matched from the message's first character.
+warnings.filterwarnings("ignore", message=r"(\x1b\[[0-9;]*m)*Grid size \d+ will likely result "
+                                          r"in GPU under-utilization")
 
 from . import batch_norm, conv_pool, device, elementwise as ew, lookup  # noqa: E402
 from . import matmul as gemm  # noqa: E402
