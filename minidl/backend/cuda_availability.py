@@ -6,6 +6,8 @@ anything, and so the failure message is written once.
 
 from __future__ import annotations
 
+import importlib
+
 _INSTALL_HINT = ("install the CUDA extra with `pip install minidl[cuda]` (the numba-cuda "
                  "package) on a machine with an NVIDIA GPU and driver, or set "
                  "NUMBA_ENABLE_CUDASIM=1 before starting Python to run on numba's CUDA "
@@ -49,6 +51,31 @@ def require_cuda() -> None:
     if not is_available():
         raise RuntimeError(f"no CUDA GPU was found (numba reports no usable driver or device); "
                            f"{_INSTALL_HINT}")
+    if not cuda.device_array.__module__.startswith("numba.cuda.simulator"):
+        check_numpy_supported()
+
+
+def check_numpy_supported(import_module=importlib.import_module) -> None:
+    """Raise ``RuntimeError`` naming the fix when numba-cuda cannot compile under this NumPy.
+
+    numba-cuda registers a GPU version of ``np.row_stack`` when it first compiles a kernel,
+    and NumPy 2.5 removed that function: every kernel's compilation then fails with an
+    ``AttributeError`` deep inside numba. numba-cuda is in maintenance mode and keeps that
+    registration, so the way out is NumPy below 2.5 (the ``cuda`` extra asks for it). Where
+    NumPy still has ``row_stack`` nothing is imported; otherwise the module that registers it
+    is imported now, so that a release which guards it passes."""
+    import numpy as np
+    if hasattr(np, "row_stack"):
+        return
+    try:
+        import_module("numba.cuda.np.arrayobj")
+    except AttributeError as error:
+        if "row_stack" not in str(error):
+            raise
+        raise RuntimeError(
+            f"the installed numba-cuda cannot compile kernels under NumPy {np.__version__}: it "
+            f"registers np.row_stack, which NumPy 2.5 removed; install NumPy below 2.5 "
+            f"(pip install 'numpy<2.5', as `pip install minidl[cuda]` does)") from error
 
 
 def check_device_index(index: int) -> None:

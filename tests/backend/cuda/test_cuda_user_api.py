@@ -123,3 +123,30 @@ def test_map_location_as_a_dict_or_a_callable(tmp_path):
         md.load(path, map_location={"cpu": "gpu:0"})
     with pytest.raises(TypeError, match="map_location must be"):
         md.load(path, map_location=0)
+
+
+def test_a_numpy_too_new_for_numba_cuda_is_named_with_the_fix(monkeypatch):
+    # numba-cuda registers np.row_stack when it compiles its first kernel; NumPy 2.5 removed it,
+    # and on such a machine every launch failed with numba's AttributeError. The check turns
+    # that into one error that names NumPy and the way out.
+    from minidl.backend.cuda_availability import check_numpy_supported
+
+    def registering(name):
+        imported.append(name)
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    imported = []
+    if hasattr(np, "row_stack"):
+        check_numpy_supported(registering)  # a NumPy that still has it: nothing is imported
+        assert imported == []
+        monkeypatch.delattr(np, "row_stack")
+    with pytest.raises(RuntimeError, match=r"NumPy .*row_stack.*pip install 'numpy<2.5'"):
+        check_numpy_supported(registering)
+    assert imported == ["numba.cuda.np.arrayobj"]
+
+    def other_failure(name):
+        raise AttributeError("something else")
+
+    with pytest.raises(AttributeError, match="something else"):
+        check_numpy_supported(other_failure)
+    check_numpy_supported(lambda name: None)  # a numba-cuda that guards the registration
