@@ -25,7 +25,7 @@ The simulator runs each block's GPU threads as Python threads while the launchin
 them in a loop that never blocks. A simulated thread that is ready to run (started, or released
 from ``syncthreads``) must wait until the poller is made to drop the GIL, which Python does
 after its switch interval, 5 ms by default: a block costs about 5 ms per thread per barrier,
-spent waiting. At 0.2 ms the CUDA tests run about three times as fast; shorter intervals gained
+spent waiting. At 0.2 ms the CUDA tests run about four times as fast; shorter intervals gained
 nothing more where this was measured.
 """
 
