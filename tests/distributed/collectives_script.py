@@ -151,9 +151,12 @@ if __name__ == "__main__":
     modes = {"values": values, "straggler": straggler, "mismatch": mismatch,
              "restore": restore_fails_on_one_rank, "dead": dead, "skip": skip, "busy": busy,
              "slow": slow, "failed-backward": failed_backward}
-    if sys.argv[1] in ("straggler", "skip"):
+    if sys.argv[1] == "skip":
+        # Every rank must have reached its collective when the roll call is taken: room for a
+        # slow start.
         dist.init_process_group(timeout=3)
-    elif sys.argv[1] == "busy":
+    elif sys.argv[1] in ("straggler", "busy"):
+        # What happens after the timeout is the claim, not its length: the shortest wait.
         dist.init_process_group(timeout=1)
     elif sys.argv[1] in ("dead", "slow"):
         # The default: what a user gets without choosing a timeout.
