@@ -224,6 +224,30 @@ def test_a_batched_product_gives_the_one_thread_bits_on_two_threads(
                                atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_axis(
+        budget, monkeypatch):
+    # Attention's scores: 32 sequences x 4 heads of (64x32)(32x64), 16.8M multiply-adds in 128
+    # small BLAS calls, which take as long as one 33.6M product: split, by sequences.
+    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
+    cuts = []
+
+    def recording(compute, size, parts):
+        cuts.append((size, parts))
+        product_threads.compute_in_parts(compute, size, parts)
+    monkeypatch.setattr(array_ops, "compute_in_parts", recording)
+    rng = np.random.default_rng(7)
+    q, k = (rng.standard_normal((32, 4, 64, 32)).astype(np.float32) for _ in range(2))
+    budget(1)
+    one_thread = array_ops.matmul(q, k, transpose_b=True)
+    budget(2)
+    two_threads = array_ops.matmul(q, k, transpose_b=True)
+    assert cuts == [(32, 2)]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    # The same work in four large products (256x128 @ 128x128) stays whole.
+    array_ops.matmul(np.ones((4, 256, 128), np.float32), np.ones((4, 128, 128), np.float32))
+    assert cuts == [(32, 2)]
+
+
 def test_a_gram_product_stays_whole(budget, split_calls):
     # x @ xᵀ on one buffer is BLAS's syrk, which sums in another order than its parts' GEMMs.
     x = np.random.default_rng(4).standard_normal((300, 700))

@@ -432,16 +432,20 @@ def _side_by_side(b, start, stop):
 
 
 def _block_by_block(a, b):
-    """a (…, N, m, k) @ b (…, N, k, n), each block's product written in place; threads share
-    it by blocks of whole images (the last batch axis)."""
+    """a (…, m, k) @ b (…, k, n), each block's product written in place; threads share it by
+    ranges of the longest batch axis (a convolution's images, attention's batch rather than its
+    few heads), every block the same BLAS call whichever thread makes it."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    axis = builtins.max(range(a.ndim - 2), key=lambda batch_axis: a.shape[batch_axis])
     # Every part makes the same per-block BLAS calls as the whole, so all of the work counts.
-    parts = part_count(a.shape[-3], math.prod(a.shape[:-1]) * a.shape[-1] * b.shape[-1])
+    parts = part_count(a.shape[axis], math.prod(a.shape[:-2]) * m * k * n, call_work=m * k * n)
     if parts == 1:
         return np.matmul(a, b)
-    out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=np.result_type(a, b))
+    out = np.empty(a.shape[:-1] + (n,), dtype=np.result_type(a, b))
+    before = (slice(None),) * axis
 
-    def images(start, stop):
-        np.matmul(a[..., start:stop, :, :], b[..., start:stop, :, :],
-                  out=out[..., start:stop, :, :])
-    compute_in_parts(images, a.shape[-3], parts)
+    def blocks(start, stop):
+        cut = before + (slice(start, stop),)
+        np.matmul(a[cut], b[cut], out=out[cut])
+    compute_in_parts(blocks, a.shape[axis], parts)
     return out
