@@ -37,9 +37,9 @@ def split_calls(monkeypatch):
     calls = []
     run_parts = product_threads._ProductThreads._run_parts
 
-    def counting(self, compute, size, parts):
+    def counting(self, compute, size, parts, *rest):
         calls.append(parts)
-        return run_parts(self, compute, size, parts)
+        return run_parts(self, compute, size, parts, *rest)
     monkeypatch.setattr(product_threads._ProductThreads, "_run_parts", counting)
     return calls
 
@@ -137,6 +137,17 @@ def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget)
     assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
 
 
+def test_the_calling_thread_takes_a_larger_first_part_while_the_worker_wakes(budget):
+    budget(2)
+    seen = []
+    product_threads.compute_in_parts(
+        lambda start, stop: seen.append((start, stop, threading.get_ident())), 100, 2,
+        work=4 * product_threads.WAKE_WORK)
+    # The caller's share x of the work: x = (1 - x) + WAKE_WORK / work = (1 - x) + 1/4.
+    assert sorted(seen)[0] == (0, 62, threading.get_ident())
+    assert sorted(seen)[1][:2] == (62, 100)
+
+
 def _openblas_threads() -> int:
     return int(threads.openblas_thread_count_functions()[0]())
 
@@ -231,9 +242,9 @@ def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_a
     monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
     cuts = []
 
-    def recording(compute, size, parts):
+    def recording(compute, size, parts, *work, **call_work):
         cuts.append((size, parts))
-        product_threads.compute_in_parts(compute, size, parts)
+        product_threads.compute_in_parts(compute, size, parts, *work, **call_work)
     monkeypatch.setattr(array_ops, "compute_in_parts", recording)
     rng = np.random.default_rng(7)
     q, k = (rng.standard_normal((32, 4, 64, 32)).astype(np.float32) for _ in range(2))

@@ -331,7 +331,7 @@ def _matrix_product(a, b):
         first = round(start / _ROW_TILE) * _ROW_TILE
         last = m if stop == m else round(stop / _ROW_TILE) * _ROW_TILE
         np.matmul(a[first:last], b, out=out[first:last])
-    compute_in_parts(rows, m, parts)
+    compute_in_parts(rows, m, parts, work=m * k * n)
     return out
 
 
@@ -421,7 +421,7 @@ def _as_one_wide_product(a, b):
         if parts == 1:
             image_blocks(0, blocks)
         else:
-            compute_in_parts(image_blocks, blocks, parts)
+            compute_in_parts(image_blocks, blocks, parts, work)
     return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
 
 
@@ -438,7 +438,8 @@ def _block_by_block(a, b):
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     axis = builtins.max(range(a.ndim - 2), key=lambda batch_axis: a.shape[batch_axis])
     # Every part makes the same per-block BLAS calls as the whole, so all of the work counts.
-    parts = part_count(a.shape[axis], math.prod(a.shape[:-2]) * m * k * n, call_work=m * k * n)
+    work = math.prod(a.shape[:-2]) * m * k * n
+    parts = part_count(a.shape[axis], work, call_work=m * k * n)
     if parts == 1:
         return np.matmul(a, b)
     out = np.empty(a.shape[:-1] + (n,), dtype=np.result_type(a, b))
@@ -447,5 +448,5 @@ def _block_by_block(a, b):
     def blocks(start, stop):
         cut = before + (slice(start, stop),)
         np.matmul(a[cut], b[cut], out=out[cut])
-    compute_in_parts(blocks, a.shape[axis], parts)
+    compute_in_parts(blocks, a.shape[axis], parts, work, call_work=m * k * n)
     return out
