@@ -235,17 +235,24 @@ def test_a_batched_product_gives_the_one_thread_bits_on_two_threads(
                                atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+@pytest.fixture
+def cuts(monkeypatch):
+    """The (size, parts) of each range the products split (a product on one thread adds
+    nothing)."""
+    seen = []
+
+    def recording(compute, size, parts, *work, **call_work):
+        seen.append((size, parts))
+        product_threads.compute_in_parts(compute, size, parts, *work, **call_work)
+    monkeypatch.setattr(array_ops, "compute_in_parts", recording)
+    return seen
+
+
 def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_axis(
-        budget, monkeypatch):
+        budget, monkeypatch, cuts):
     # Attention's scores: 32 sequences x 4 heads of (64x32)(32x64), 16.8M multiply-adds in 128
     # small BLAS calls, which take as long as one 33.6M product: split, by sequences.
     monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
-    cuts = []
-
-    def recording(compute, size, parts, *work, **call_work):
-        cuts.append((size, parts))
-        product_threads.compute_in_parts(compute, size, parts, *work, **call_work)
-    monkeypatch.setattr(array_ops, "compute_in_parts", recording)
     rng = np.random.default_rng(7)
     q, k = (rng.standard_normal((32, 4, 64, 32)).astype(np.float32) for _ in range(2))
     budget(1)
@@ -257,6 +264,20 @@ def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_a
     # The same work in four large products (256x128 @ 128x128) stays whole.
     array_ops.matmul(np.ones((4, 256, 128), np.float32), np.ones((4, 128, 128), np.float32))
     assert cuts == [(32, 2)]
+
+
+def test_a_product_summed_over_images_splits_by_chunks_of_images(budget, cuts):
+    # A convolution's weight gradient (27x32 from 32x256-long sums): each thread sums its own
+    # chunk of images, and the two chunks' sums are added in order at any thread count.
+    cols, weight, grad = _conv_operands(32, 3, 32, 16, np.float32)
+    budget(1)
+    one_thread = _conv_products(cols, weight, grad)[1]
+    budget(2)
+    two_threads = _conv_products(cols, weight, grad)[1]
+    assert (2, 2) in cuts  # two chunks of images on two threads, not rows of the 27
+    np.testing.assert_array_equal(one_thread, two_threads)
+    np.testing.assert_allclose(two_threads[0], np.einsum("iol,kil->ok", grad[:, 0], cols[0]),
+                               atol=1e-3)
 
 
 def test_a_gram_product_stays_whole(budget, split_calls):

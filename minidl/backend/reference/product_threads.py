@@ -207,9 +207,16 @@ def part_count(size: int, work: int, call_work: int | None = None) -> int:
     shrinks a BLAS call, ``work`` is that call's, so that each part's call stays above
     OpenBLAS's small-matrix kernels. ``call_work``: for a stack of products cut between whole
     products, the work of each one."""
-    if work < 2 * PARALLEL_MIN_WORK or _as_one_product(work, call_work) < SPLIT_MIN_WORK:
+    if not worth_splitting(work, call_work):
         return 1
     return max(1, min(_threads.thread_budget(), size, work // PARALLEL_MIN_WORK))
+
+
+def worth_splitting(work: int, call_work: int | None = None) -> bool:
+    """Whether a product of ``work`` multiply-adds (``call_work`` as for :func:`part_count`) is
+    split on a budget of two threads or more. It does not depend on the budget, so a product
+    may choose by it how to cut itself and keep the same bits at any thread count."""
+    return work >= 2 * PARALLEL_MIN_WORK and _as_one_product(work, call_work) >= SPLIT_MIN_WORK
 
 
 def _as_one_product(work: int, call_work: int | None) -> int:
@@ -240,5 +247,5 @@ def compute_on_one_blas_thread(compute) -> None:
     _threads.run_whole(compute)
 
 
-__all__ = ["part_count", "compute_in_parts", "compute_on_one_blas_thread", "PARALLEL_MIN_WORK",
-           "SPLIT_MIN_WORK", "WAKE_WORK"]
+__all__ = ["part_count", "worth_splitting", "compute_in_parts", "compute_on_one_blas_thread",
+           "PARALLEL_MIN_WORK", "SPLIT_MIN_WORK", "WAKE_WORK"]
