@@ -37,9 +37,9 @@ def split_calls(monkeypatch):
     calls = []
     run_parts = product_threads._ProductThreads._run_parts
 
-    def counting(self, compute, size, parts):
+    def counting(self, compute, size, parts, *rest):
         calls.append(parts)
-        return run_parts(self, compute, size, parts)
+        return run_parts(self, compute, size, parts, *rest)
     monkeypatch.setattr(product_threads._ProductThreads, "_run_parts", counting)
     return calls
 
@@ -137,6 +137,17 @@ def test_the_parts_cover_the_range_once_and_blas_runs_one_thread_in_each(budget)
     assert md.get_num_threads() == 2 and product_threads._threads.thread_budget() == 2
 
 
+def test_the_calling_thread_takes_a_larger_first_part_while_the_worker_wakes(budget):
+    budget(2)
+    seen = []
+    product_threads.compute_in_parts(
+        lambda start, stop: seen.append((start, stop, threading.get_ident())), 100, 2,
+        work=4 * product_threads.WAKE_WORK)
+    # The caller's share x of the work: x = (1 - x) + WAKE_WORK / work = (1 - x) + 1/4.
+    assert sorted(seen)[0] == (0, 62, threading.get_ident())
+    assert sorted(seen)[1][:2] == (62, 100)
+
+
 def _openblas_threads() -> int:
     return int(threads.openblas_thread_count_functions()[0]())
 
@@ -222,6 +233,51 @@ def test_a_batched_product_gives_the_one_thread_bits_on_two_threads(
     np.testing.assert_array_equal(one_thread, two_threads)
     np.testing.assert_allclose(two_threads, np.matmul(a, b),
                                atol=1e-3 if dtype == np.float32 else 1e-10)
+
+
+@pytest.fixture
+def cuts(monkeypatch):
+    """The (size, parts) of each range the products split (a product on one thread adds
+    nothing)."""
+    seen = []
+
+    def recording(compute, size, parts, *work, **call_work):
+        seen.append((size, parts))
+        product_threads.compute_in_parts(compute, size, parts, *work, **call_work)
+    monkeypatch.setattr(array_ops, "compute_in_parts", recording)
+    return seen
+
+
+def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_axis(
+        budget, monkeypatch, cuts):
+    # Attention's scores: 32 sequences x 4 heads of (64x32)(32x64), 16.8M multiply-adds in 128
+    # small BLAS calls, which take as long as one 33.6M product: split, by sequences.
+    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
+    rng = np.random.default_rng(7)
+    q, k = (rng.standard_normal((32, 4, 64, 32)).astype(np.float32) for _ in range(2))
+    budget(1)
+    one_thread = array_ops.matmul(q, k, transpose_b=True)
+    budget(2)
+    two_threads = array_ops.matmul(q, k, transpose_b=True)
+    assert cuts == [(32, 2)]
+    np.testing.assert_array_equal(one_thread, two_threads)
+    # The same work in four large products (256x128 @ 128x128) stays whole.
+    array_ops.matmul(np.ones((4, 256, 128), np.float32), np.ones((4, 128, 128), np.float32))
+    assert cuts == [(32, 2)]
+
+
+def test_a_product_summed_over_images_splits_by_chunks_of_images(budget, cuts):
+    # A convolution's weight gradient (27x32 from 32x256-long sums): each thread sums its own
+    # chunk of images, and the two chunks' sums are added in order at any thread count.
+    cols, weight, grad = _conv_operands(32, 3, 32, 16, np.float32)
+    budget(1)
+    one_thread = _conv_products(cols, weight, grad)[1]
+    budget(2)
+    two_threads = _conv_products(cols, weight, grad)[1]
+    assert (2, 2) in cuts  # two chunks of images on two threads, not rows of the 27
+    np.testing.assert_array_equal(one_thread, two_threads)
+    np.testing.assert_allclose(two_threads[0], np.einsum("iol,kil->ok", grad[:, 0], cols[0]),
+                               atol=1e-3)
 
 
 def test_a_gram_product_stays_whole(budget, split_calls):

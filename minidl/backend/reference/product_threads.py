@@ -40,6 +40,19 @@ PARALLEL_MIN_WORK = 1 << 21
 # 1.15x, 51M: 1.27x, 134M: 1.70x). Below this a product stays whole on the calling thread.
 SPLIT_MIN_WORK = 1 << 25
 
+# Multiply-adds of one BLAS call below which OpenBLAS runs its small-matrix kernels (100³).
+_SMALL_CALL_WORK = 10 ** 6
+
+# Multiply-adds the calling thread computes while a sleeping worker wakes up. Timed on a 2-core
+# virtual machine (1024×128×128 float32 cut in two, medians): the worker began its part ~70 µs
+# after the call (the queue's wake-up, ~50 µs), and a caller that finished first and slept until
+# the worker ended was woken ~65 µs after it. So the caller's part is made larger by what it
+# computes in the worker's wake-up time (~70 µs at ~60 GMAC/s), the workers' smaller: they then
+# end about when the caller does, and the caller seldom has to sleep and be woken again. Of
+# 2^21-2^24, 2^22 gained most at 2 threads (2048×128×128: 1.18x -> 1.34x one thread's speed;
+# attention's per-head stacks 0.90-1.08x -> 1.04-1.23x; 134M multiply-adds 1.62x -> 1.68x).
+WAKE_WORK = 1 << 22
+
 
 class _Worker:
     """A thread that runs the functions handed to it by :meth:`start`, one after another."""
@@ -70,8 +83,15 @@ class _Parts:
         self._all_finished = threading.Event()
         self.error = None  # the first error a part raised
 
-    def compute_until_none_is_left(self):
-        while (part := next(self._claims)) < len(self._bounds) - 1:
+    def claim(self) -> int:
+        """The next part's number (one past the last when none is left)."""
+        return next(self._claims)
+
+    def compute_until_none_is_left(self, part: int | None = None):
+        """Compute ``part`` (claimed already), then claim and compute parts until none is
+        left."""
+        part = self.claim() if part is None else part
+        while part < len(self._bounds) - 1:
             try:
                 self._compute(self._bounds[part], self._bounds[part + 1])
             except BaseException as error:  # handed to the caller by wait()
@@ -80,6 +100,7 @@ class _Parts:
                 self._unfinished -= 1
                 if self._unfinished == 0:
                     self._all_finished.set()
+            part = self.claim()
 
     def wait(self):
         """Wait for the parts claimed by workers, still being computed; raise what one raised."""
@@ -100,10 +121,10 @@ class _ProductThreads:
         """The thread count ``md.set_num_threads`` gave (OpenBLAS's own before it is called)."""
         return product_thread_budget()
 
-    def run(self, compute, size: int, parts: int) -> None:
+    def run(self, compute, size: int, parts: int, work: int | None = None) -> None:
         """Call ``compute(start, stop)`` on ``parts`` ranges that cover ``range(size)``, at once,
         one per thread (at most the budget's; all on this thread while another caller has the
-        workers)."""
+        workers); the first range, this thread's, the larger by ``WAKE_WORK`` of ``work``."""
         budget = self.thread_budget()
         parts = min(parts, budget, size)  # never more threads than the budget
         if parts < 2 or not self._lock.acquire(blocking=False):
@@ -113,7 +134,7 @@ class _ProductThreads:
             while len(self._workers) < parts - 1:
                 self._workers.append(_Worker())
             # Each part's BLAS call on its own thread: parts <= budget.
-            _with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts))
+            _with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts, work))
         finally:
             self._lock.release()
 
@@ -129,12 +150,26 @@ class _ProductThreads:
         finally:
             self._lock.release()
 
-    def _run_parts(self, compute, size: int, parts: int) -> None:
-        product = _Parts(compute, [size * part // parts for part in range(parts + 1)])
+    def _run_parts(self, compute, size: int, parts: int, work: int | None) -> None:
+        product = _Parts(compute, _part_bounds(size, parts, work))
+        first = product.claim()  # the largest part is this thread's, whichever thread is awake
         for worker in self._workers[:parts - 1]:
             worker.start(product.compute_until_none_is_left)
-        product.compute_until_none_is_left()
+        product.compute_until_none_is_left(first)
         product.wait()  # every part, even after an error: they write into the caller's result
+
+
+def _part_bounds(size: int, parts: int, work: int | None) -> list[int]:
+    """The bounds of ``parts`` ranges of ``range(size)``: even, or, given the product's
+    ``work``, the first (the calling thread's) larger by ``WAKE_WORK`` multiply-adds for each
+    worker, and the rest even. Every range keeps at least one entry."""
+    if work is None:
+        return [size * part // parts for part in range(parts + 1)]
+    # The caller's share x of the work: x·work = (1 - x)·work / (parts - 1) + WAKE_WORK.
+    first = size * (work + (parts - 1) * WAKE_WORK) // (parts * work)
+    first = min(max(first, size // parts), size - (parts - 1))
+    rest = size - first
+    return [0] + [first + rest * part // (parts - 1) for part in range(parts)]
 
 
 def _with_blas_at_one_thread(compute) -> None:
@@ -166,21 +201,43 @@ def _forget_the_parent_threads():
 os.register_at_fork(after_in_child=_forget_the_parent_threads)
 
 
-def part_count(size: int, work: int) -> int:
+def part_count(size: int, work: int, call_work: int | None = None) -> int:
     """How many threads share a product of ``work`` multiply-adds cut along an axis of ``size``:
     1 for small work or a budget of one thread, else up to one part per thread. Where the cut
     shrinks a BLAS call, ``work`` is that call's, so that each part's call stays above
-    OpenBLAS's small-matrix kernels."""
-    if work < 2 * PARALLEL_MIN_WORK or work < SPLIT_MIN_WORK:
+    OpenBLAS's small-matrix kernels. ``call_work``: for a stack of products cut between whole
+    products, the work of each one."""
+    if not worth_splitting(work, call_work):
         return 1
     return max(1, min(_threads.thread_budget(), size, work // PARALLEL_MIN_WORK))
 
 
-def compute_in_parts(compute, size: int, parts: int) -> None:
+def worth_splitting(work: int, call_work: int | None = None) -> bool:
+    """Whether a product of ``work`` multiply-adds (``call_work`` as for :func:`part_count`) is
+    split on a budget of two threads or more. It does not depend on the budget, so a product
+    may choose by it how to cut itself and keep the same bits at any thread count."""
+    return work >= 2 * PARALLEL_MIN_WORK and _as_one_product(work, call_work) >= SPLIT_MIN_WORK
+
+
+def _as_one_product(work: int, call_work: int | None) -> int:
+    """The multiply-adds of one large product that take as long as ``work`` in BLAS calls of
+    ``call_work`` each (None: one call, or large ones)."""
+    if call_work is not None and call_work < _SMALL_CALL_WORK:
+        # A stack of small products (attention's heads: 128 products of 64×32×64) runs at
+        # about half the rate of one large product, each call paying its own set-up (measured
+        # on one thread, float32: 28-41 against 64-71 GMAC/s).
+        return 2 * work
+    return work
+
+
+def compute_in_parts(compute, size: int, parts: int, work: int | None = None,
+                     call_work: int | None = None) -> None:
     """Call ``compute(start, stop)`` on ``parts`` ranges that split ``range(size)``, each on its
     own thread, at once, with OpenBLAS held at one thread meanwhile. ``compute`` writes only
-    its own range of the result."""
-    _threads.run(compute, size, parts)
+    its own range of the result. Given the product's ``work`` (and ``call_work`` as for
+    :func:`part_count`), the calling thread's range is the larger by what it computes while
+    the workers wake: only for a product whose bits do not depend on where it is cut."""
+    _threads.run(compute, size, parts, None if work is None else _as_one_product(work, call_work))
 
 
 def compute_on_one_blas_thread(compute) -> None:
@@ -190,5 +247,5 @@ def compute_on_one_blas_thread(compute) -> None:
     _threads.run_whole(compute)
 
 
-__all__ = ["part_count", "compute_in_parts", "compute_on_one_blas_thread", "PARALLEL_MIN_WORK",
-           "SPLIT_MIN_WORK"]
+__all__ = ["part_count", "worth_splitting", "compute_in_parts", "compute_on_one_blas_thread",
+           "PARALLEL_MIN_WORK", "SPLIT_MIN_WORK", "WAKE_WORK"]
