@@ -164,6 +164,15 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         else:
             padding = 0
     padding = int_pair(padding, "conv2d", "padding")
+    return conv2d_of_pairs(x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d_of_pairs(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple,
+                    padding: tuple, dilation: tuple, groups: int) -> Tensor:
+    """:func:`conv2d` with stride, padding and dilation already pairs of ints (what
+    :func:`~minidl.ops.size_arguments.int_pair` makes of them). A Conv2d layer makes its pairs
+    once, when it is built, and calls this on every forward; the tensors and the pairs' ranges
+    are still checked per call."""
     x_shape, w_shape = tuple(x.data.shape), tuple(weight.data.shape)  # Tensor.shape, uncalled
     if len(x_shape) != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x_shape}")

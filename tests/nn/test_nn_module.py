@@ -7,6 +7,7 @@ import pytest
 
 import minidl as md
 from minidl import nn
+from minidl.nn import functional as F
 
 
 def small_cnn():
@@ -253,6 +254,38 @@ def test_a_layers_forward_reads_its_parameters_and_buffers_without_getattr(layer
         calls = python_calls(lambda: layer(x))
     assert ("module.py", "__getattr__") not in calls, calls
     np.testing.assert_array_equal(layer(x).detach().numpy(), expected)
+
+
+@pytest.mark.parametrize("layer, shape", [(nn.Conv2d(2, 3, 3, stride=2, padding=1), (1, 2, 5, 5)),
+                                          (nn.MaxPool2d(2, padding=1), (1, 2, 5, 5))],
+                         ids=["conv2d", "max_pool2d"])
+def test_a_windowed_layer_reads_its_window_once_when_built(layer, shape):
+    # The layer made its sizes pairs in __init__; its forward hands them to the op as they are,
+    # where F.conv2d / F.max_pool2d read them again on every call (int_pair, pool_window).
+    from python_calls import python_calls
+    x = md.tensor(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+    with md.no_grad():
+        calls = python_calls(lambda: layer(x))
+        out = layer(x).numpy()
+    assert not [c for c in calls if c[0] == "size_arguments.py"], calls
+    if isinstance(layer, nn.Conv2d):
+        expected = F.conv2d(x, layer.weight, layer.bias, 2, 1)
+    else:
+        expected = F.max_pool2d(x, 2, padding=1)
+    np.testing.assert_array_equal(out, expected.detach().numpy())
+
+
+def test_a_pooling_layers_bad_window_is_refused_when_built_and_a_bad_input_per_call():
+    with pytest.raises(ValueError, match="MaxPool2d: kernel_size and stride must be >= 1"):
+        nn.MaxPool2d(0)
+    with pytest.raises(ValueError, match="MaxPool2d: padding .* at most half the kernel size"):
+        nn.MaxPool2d(2, padding=2)
+    with pytest.raises(ValueError, match=r"max_pool2d: input must be 4-D .* shape \(2, 5, 5\)"):
+        nn.MaxPool2d(2)(md.ones(2, 5, 5))
+    with pytest.raises(ValueError, match=r"conv2d: input of shape \(1, 3, 5, 5\) has 3 channels"):
+        nn.Conv2d(2, 3, 3)(md.ones(1, 3, 5, 5))
+    with pytest.raises(ValueError, match="conv2d: stride and dilation must be >= 1"):
+        nn.Conv2d(2, 3, 3, stride=0)(md.ones(1, 2, 5, 5))
 
 
 def _attribute_story(module_class) -> list:

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 from ...ops.size_arguments import int_pair, pool_window
-from ...ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from ...ops.pool import (adaptive_avg_pool2d, avg_pool2d, checked_pool_window,
+                         max_pool2d_of_window)
 from ..module import Module
 from ..registry import register_module
 
 
 @register_module
 class MaxPool2d(Module):
+    """The largest value of each window (as PyTorch's ``nn.MaxPool2d``).
+
+    The window is checked once, here: every forward hands the stored pairs straight to the op,
+    without reading them again (a pooling layer's argument handling was a third of its Python
+    calls). Change it by building a new layer.
+    """
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = pool_window(
+        self.kernel_size, self.stride, self.padding = checked_pool_window(
             "MaxPool2d", kernel_size, stride, padding)
         self.dilation, self.ceil_mode = int_pair(dilation, "MaxPool2d", "dilation"), bool(ceil_mode)
 
     def forward(self, x):
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                          self.ceil_mode)
+        return max_pool2d_of_window(x, self.kernel_size, self.stride, self.padding,
+                                    self.dilation, self.ceil_mode)
 
     def get_config(self):
         return {"kernel_size": list(self.kernel_size), "stride": list(self.stride),
