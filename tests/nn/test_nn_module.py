@@ -288,6 +288,24 @@ def test_a_pooling_layers_bad_window_is_refused_when_built_and_a_bad_input_per_c
         nn.Conv2d(2, 3, 3, stride=0)(md.ones(1, 2, 5, 5))
 
 
+def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
+    # Single-sample inference is bound by Python: each function a layer enters above the backend
+    # (module, layer, op, Function.apply, argument checks) is paid per layer per forward. The
+    # bound is what the small CNN of benchmarks/bench_engine.py's infer row takes now (101
+    # before the layers stopped re-reading their windows and apply stopped calling _wrap).
+    from python_calls import package_calls
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
+    x = md.tensor(np.ones((1, 1, 28, 28), np.float32))
+    with md.no_grad():
+        expected = model.eval()(x).numpy()
+        calls = package_calls(lambda: model(x), ("nn", "ops", "autograd"))
+    assert len(calls) <= 71, calls
+    assert calls.count(("autograd/function.py", "apply")) == 10  # one op per layer
+    np.testing.assert_array_equal(model(x).numpy(), expected)
+
+
 def _attribute_story(module_class) -> list:
     """What reading ``weight``, ``stat`` and ``child`` answers after each of a series of
     registrations, replacements and deletions (a value's description, or the error)."""
