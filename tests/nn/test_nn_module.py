@@ -288,6 +288,21 @@ def test_a_pooling_layers_bad_window_is_refused_when_built_and_a_bad_input_per_c
         nn.Conv2d(2, 3, 3, stride=0)(md.ones(1, 2, 5, 5))
 
 
+def test_a_windowed_layers_sizes_assigned_as_ints_are_read_per_call():
+    # Only the pairs __init__ made skip the op's reading; an int assigned since is read as the
+    # functional op reads it, and checked as it checks it.
+    x = md.tensor(np.arange(2 * 36, dtype=np.float32).reshape(1, 2, 6, 6))
+    conv, pool = nn.Conv2d(2, 3, 3), nn.MaxPool2d(2)
+    conv.stride, conv.padding, pool.kernel_size, pool.stride = 2, [1, 1], 3, 3
+    with md.no_grad():
+        expected = F.conv2d(x, conv.weight, conv.bias, 2, 1).numpy()
+        np.testing.assert_array_equal(conv(x).numpy(), expected)
+        np.testing.assert_array_equal(pool(x).numpy(), F.max_pool2d(x, 3).numpy())
+    pool.kernel_size = 0
+    with pytest.raises(ValueError, match="max_pool2d: kernel_size and stride must be >= 1"):
+        pool(x)
+
+
 def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
     # Single-sample inference is bound by Python: each function a layer enters above the backend
     # (module, layer, op, Function.apply, argument checks) is paid per layer per forward. The
