@@ -35,6 +35,17 @@ def python_calls(function) -> list:
         frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name))
 
 
+def package_calls(function, packages) -> list:
+    """("package/file", function name) of every Python function of minidl's ``packages``
+    (``"nn"``, ``"ops"``...) entered while ``function()`` runs, in order: the functions of one
+    floor of the package, told apart from files of the same name on other floors."""
+    def describe(frame, arg):
+        path = frame.f_code.co_filename.replace("\\", "/")
+        inside = path.rpartition("/minidl/")[2] if "/minidl/" in path else ""
+        return inside, frame.f_code.co_name
+    return [c for c in _profiled(function, "call", describe) if c[0].split("/")[0] in packages]
+
+
 def generator_frames(calls) -> list:
     """The generator expressions and comprehensions among ``calls``: a frame each, per call."""
     return [c for c in calls if c[1] in ("<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>")]

@@ -33,13 +33,16 @@ class Conv2dFunction(ReadsInputsWhenRecorded, Function):
         cols = be.im2col(x, *self.geometry)                     # (C·kh·kw, N·L)
         # Input channels are the slowest-varying part of a column row, so each group's rows
         # form one block, and image i's columns are the i-th block of L: (g, C/g·kh·kw, N, L).
-        self.cols = be.reshape(cols, (groups, cols.shape[0] // groups, n, out_h * out_w))
+        blocks = (groups, cols.shape[0] // groups, n, out_h * out_w)
         if n == 1 and groups == 1:
             # One image, one group (single-sample inference): Y = W (O × K) @ cols (K × L), a
             # plain 2-D product, which the batched form below also comes down to (the same
             # GEMM, so the same bits), without its axis bookkeeping on every call.
             out = be.matmul(be.reshape(weight, (out_channels, cols.shape[0])), cols)
+            if True in self.needs_input_grad:  # recorded: backward reads the blocks
+                self.cols = be.reshape(cols, blocks)
         else:
+            self.cols = be.reshape(cols, blocks)
             # Y[i] = W_g @ (image i's columns), the batch read from the columns in place (a
             # batch stride of L, a leading dimension of N·L) and written straight into
             # (N, O, L).
@@ -164,6 +167,15 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         else:
             padding = 0
     padding = int_pair(padding, "conv2d", "padding")
+    return conv2d_of_pairs(x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d_of_pairs(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple,
+                    padding: tuple, dilation: tuple, groups: int) -> Tensor:
+    """:func:`conv2d` with stride, padding and dilation already pairs of ints (what
+    :func:`~minidl.ops.size_arguments.int_pair` makes of them). A Conv2d layer makes its pairs
+    once, when it is built, and calls this on every forward; the tensors and the pairs' ranges
+    are still checked per call."""
     x_shape, w_shape = tuple(x.data.shape), tuple(weight.data.shape)  # Tensor.shape, uncalled
     if len(x_shape) != 4:
         raise ValueError(f"conv2d: input must be 4-D (N, C, H, W), got shape {x_shape}")

@@ -92,9 +92,10 @@ class AvgPool2dGradFunction(Function):
 _AVG_POOL_ARGUMENTS = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
 
 
-def _pool_arguments(op, x, kernel_size, stride, padding):
-    if len(x.data.shape) != 4:  # x.ndim, without its call (per pooling layer call)
-        raise ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
+def checked_pool_window(op, kernel_size, stride, padding) -> tuple:
+    """A 2-D pooling window's ``(kernel_size, stride, padding)`` as pairs (:func:`pool_window`),
+    refused with a ValueError naming ``op`` unless the windows are at least one pixel, step at
+    least one pixel and are padded by at most half their size (PyTorch's limits)."""
     kernel_size, stride, padding = pool_window(op, kernel_size, stride, padding)
     if min(kernel_size) < 1 or min(stride) < 1:
         raise ValueError(f"{op}: kernel_size and stride must be >= 1, got {kernel_size}, {stride}")
@@ -104,17 +105,34 @@ def _pool_arguments(op, x, kernel_size, stride, padding):
     return kernel_size, stride, padding
 
 
+def _not_images(op, x) -> ValueError:
+    return ValueError(f"{op}: input must be 4-D (N, C, H, W), got shape {x.shape}")
+
+
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False) -> Tensor:
-    kernel_size, stride, padding = _pool_arguments("max_pool2d", x, kernel_size, stride, padding)
-    dilation = int_pair(dilation, "max_pool2d", "dilation")
+    """The largest value of each window of x (N, C, H, W), as PyTorch's ``F.max_pool2d``."""
+    kernel_size, stride, padding = checked_pool_window("max_pool2d", kernel_size, stride, padding)
+    return max_pool2d_of_window(x, kernel_size, stride, padding,
+                                int_pair(dilation, "max_pool2d", "dilation"), bool(ceil_mode))
+
+
+def max_pool2d_of_window(x: Tensor, kernel_size: tuple, stride: tuple, padding: tuple,
+                         dilation: tuple, ceil_mode: bool) -> Tensor:
+    """:func:`max_pool2d` of a window already checked: pairs from :func:`checked_pool_window`,
+    a dilation pair, a bool. A MaxPool2d layer checks its window once, when it is built, and
+    calls this on every forward, so only the input is checked per call."""
+    if len(x.data.shape) != 4:  # x.ndim, without its call (per pooling layer call)
+        raise _not_images("max_pool2d", x)
     return MaxPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
-                                   dilation=dilation, ceil_mode=bool(ceil_mode))
+                                   dilation=dilation, ceil_mode=ceil_mode)
 
 
 def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
-    kernel_size, stride, padding = _pool_arguments("avg_pool2d", x, kernel_size, stride, padding)
+    if len(x.data.shape) != 4:
+        raise _not_images("avg_pool2d", x)
+    kernel_size, stride, padding = checked_pool_window("avg_pool2d", kernel_size, stride, padding)
     return AvgPool2dFunction.apply(x, kernel_size=kernel_size, stride=stride, padding=padding,
                            ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
 

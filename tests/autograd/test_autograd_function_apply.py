@@ -12,6 +12,7 @@ import pytest
 import minidl as md
 from minidl.autograd import tracing
 from minidl.autograd.function import Function
+from minidl.autograd.tensor import Tensor
 from minidl.ops.elementwise import AddFunction
 from python_calls import python_calls
 
@@ -114,13 +115,26 @@ def test_the_tracer_sees_ops_that_record_nothing(pair):
 
 
 def test_an_op_reads_the_grad_mode_and_wraps_its_output_without_further_calls(pair):
-    # is_grad_enabled() and Tensor._hold were one call each per op; apply reads the mode itself
-    # and _wrap sets the output's fields inline.
+    # is_grad_enabled(), Tensor._hold and Tensor._wrap were one call each per op; apply reads
+    # the mode and sets the output's fields itself.
     a, b = pair
     with md.no_grad():
         calls = python_calls(lambda: md.add(a, b))
-    assert not [c for c in calls if c[0] == "grad_mode.py" or c[1] == "_hold"], calls
-    assert calls.count(("tensor.py", "_wrap")) == 1
+    assert not [c for c in calls if c[0] in ("grad_mode.py", "tensor.py")], calls
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_an_ops_output_has_every_field_of_a_wrapped_tensor(pair, grad):
+    # apply builds its output as Tensor._wrap does, inline: a slot added to Tensor and set by
+    # _wrap alone would be missing from every op's output.
+    a, b = (t.detach().requires_grad_(grad) for t in pair)
+    out = md.add(a, b)
+    wrapped = Tensor._wrap(out.data, out.device, out.requires_grad)
+    for slot in Tensor.__slots__:
+        if slot not in ("__weakref__", "_node", "_version_cell", "data"):
+            assert getattr(out, slot) == getattr(wrapped, slot), slot
+    assert out._version_cell == [0] and out._version_cell is not a._version_cell
+    assert (out._node is not None) == grad
 
 
 def test_a_subclass_holding_data_gets_every_field_of_a_wrapped_tensor():

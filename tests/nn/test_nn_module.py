@@ -7,6 +7,7 @@ import pytest
 
 import minidl as md
 from minidl import nn
+from minidl.nn import functional as F
 
 
 def small_cnn():
@@ -253,6 +254,71 @@ def test_a_layers_forward_reads_its_parameters_and_buffers_without_getattr(layer
         calls = python_calls(lambda: layer(x))
     assert ("module.py", "__getattr__") not in calls, calls
     np.testing.assert_array_equal(layer(x).detach().numpy(), expected)
+
+
+@pytest.mark.parametrize("layer, shape", [(nn.Conv2d(2, 3, 3, stride=2, padding=1), (1, 2, 5, 5)),
+                                          (nn.MaxPool2d(2, padding=1), (1, 2, 5, 5))],
+                         ids=["conv2d", "max_pool2d"])
+def test_a_windowed_layer_reads_its_window_once_when_built(layer, shape):
+    # The layer made its sizes pairs in __init__; its forward hands them to the op as they are,
+    # where F.conv2d / F.max_pool2d read them again on every call (int_pair, pool_window).
+    from python_calls import python_calls
+    x = md.tensor(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+    with md.no_grad():
+        calls = python_calls(lambda: layer(x))
+        out = layer(x).numpy()
+    assert not [c for c in calls if c[0] == "size_arguments.py"], calls
+    if isinstance(layer, nn.Conv2d):
+        expected = F.conv2d(x, layer.weight, layer.bias, 2, 1)
+    else:
+        expected = F.max_pool2d(x, 2, padding=1)
+    np.testing.assert_array_equal(out, expected.detach().numpy())
+
+
+def test_a_pooling_layers_bad_window_is_refused_when_built_and_a_bad_input_per_call():
+    with pytest.raises(ValueError, match="MaxPool2d: kernel_size and stride must be >= 1"):
+        nn.MaxPool2d(0)
+    with pytest.raises(ValueError, match="MaxPool2d: padding .* at most half the kernel size"):
+        nn.MaxPool2d(2, padding=2)
+    with pytest.raises(ValueError, match=r"max_pool2d: input must be 4-D .* shape \(2, 5, 5\)"):
+        nn.MaxPool2d(2)(md.ones(2, 5, 5))
+    with pytest.raises(ValueError, match=r"conv2d: input of shape \(1, 3, 5, 5\) has 3 channels"):
+        nn.Conv2d(2, 3, 3)(md.ones(1, 3, 5, 5))
+    with pytest.raises(ValueError, match="conv2d: stride and dilation must be >= 1"):
+        nn.Conv2d(2, 3, 3, stride=0)(md.ones(1, 2, 5, 5))
+
+
+def test_a_windowed_layers_sizes_assigned_as_ints_are_read_per_call():
+    # Only the pairs __init__ made skip the op's reading; an int assigned since is read as the
+    # functional op reads it, and checked as it checks it.
+    x = md.tensor(np.arange(2 * 36, dtype=np.float32).reshape(1, 2, 6, 6))
+    conv, pool = nn.Conv2d(2, 3, 3), nn.MaxPool2d(2)
+    conv.stride, conv.padding, pool.kernel_size, pool.stride = 2, [1, 1], 3, 3
+    with md.no_grad():
+        expected = F.conv2d(x, conv.weight, conv.bias, 2, 1).numpy()
+        np.testing.assert_array_equal(conv(x).numpy(), expected)
+        np.testing.assert_array_equal(pool(x).numpy(), F.max_pool2d(x, 3).numpy())
+    pool.kernel_size = 0
+    with pytest.raises(ValueError, match="max_pool2d: kernel_size and stride must be >= 1"):
+        pool(x)
+
+
+def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
+    # Single-sample inference is bound by Python: each function a layer enters above the backend
+    # (module, layer, op, Function.apply, argument checks) is paid per layer per forward. The
+    # bound is what the small CNN of benchmarks/bench_engine.py's infer row takes now (101
+    # before the layers stopped re-reading their windows and apply stopped calling _wrap).
+    from python_calls import package_calls
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
+    x = md.tensor(np.ones((1, 1, 28, 28), np.float32))
+    with md.no_grad():
+        expected = model.eval()(x).numpy()
+        calls = package_calls(lambda: model(x), ("nn", "ops", "autograd"))
+    assert len(calls) <= 71, calls
+    assert calls.count(("autograd/function.py", "apply")) == 10  # one op per layer
+    np.testing.assert_array_equal(model(x).numpy(), expected)
 
 
 def _attribute_story(module_class) -> list:

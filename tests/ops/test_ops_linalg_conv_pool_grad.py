@@ -194,3 +194,19 @@ def test_pool_keeps_float32(op):
     out = op(x, 2)
     out.sum().backward()
     assert out.dtype == x.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("needs", ["bias", "weight", "x"])
+def test_a_single_images_convolution_keeps_its_columns_whenever_it_is_recorded(needs):
+    # One image and one group skip the columns' block view unless the node is recorded; any one
+    # input that needs a gradient records it, and backward reads the columns for dW.
+    x, w, b = normal(0, (1, 2, 4, 4)), normal(1, (3, 2, 3, 3)), normal(2, (3,))
+    tensors = {name: md.tensor(value, dtype=np.float64, requires_grad=name == needs)
+               for name, value in (("x", x), ("weight", w), ("bias", b))}
+    out = conv.conv2d(tensors["x"], tensors["weight"], tensors["bias"], padding=1)
+    out.backward(md.ones(*out.shape, dtype=np.float64))
+    other = {name: md.tensor(value, dtype=np.float64, requires_grad=True)
+             for name, value in (("x", x), ("weight", w), ("bias", b))}
+    conv.conv2d(other["x"], other["weight"], other["bias"], padding=1).sum().backward()
+    np.testing.assert_allclose(tensors[needs].grad.numpy(), other[needs].grad.numpy(),
+                               atol=1e-12)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.conv import conv2d
+from ...ops.conv import conv2d, conv2d_of_pairs
 from ...ops.size_arguments import int_pair
 from .. import init
 from ..module import Module, RegisteredAttribute
@@ -41,8 +41,13 @@ class Conv2d(Module):
         init.default_affine_init_(self.weight, self.bias, fan_in, generator)
 
     def forward(self, x):
-        return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                      self.groups)
+        stride, padding, dilation = self.stride, self.padding, self.dilation
+        if type(stride) is tuple and type(padding) is tuple and type(dilation) is tuple:
+            # The pairs __init__ made: the op need not read them again.
+            return conv2d_of_pairs(x, self.weight, self.bias, stride, padding, dilation,
+                                   self.groups)
+        # 'same' or 'valid' (conv2d resolves them per input), or sizes assigned since.
+        return conv2d(x, self.weight, self.bias, stride, padding, dilation, self.groups)
 
     def get_config(self):
         return {"in_channels": self.in_channels, "out_channels": self.out_channels,
