@@ -108,6 +108,7 @@ def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
     # Every kernel takes its threaded loop even on these small shapes.
     for module in (conv, pool, nn_kernels, row_threads, elementwise, reductions):
         monkeypatch.setattr(module, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(conv, "COLUMNS_PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(reductions, "THREADED_MIN_WORK", 0)
     monkeypatch.setattr(reductions, "MIN_BLOCK_ROWS", 2)  # bias gradients summed in many blocks
     monkeypatch.setattr(optim_kernels, "PARALLEL_MIN_ELEMENTS", 0)

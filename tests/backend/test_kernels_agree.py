@@ -87,7 +87,7 @@ def test_im2col_and_col2im_loops_agree_with_reference(monkeypatch, parallel_min_
     # Small inputs take the single-thread loop; force each loop in turn on the same problem.
     from minidl.backend.numba_cpu import conv as fast_conv
 
-    monkeypatch.setattr(fast_conv, "PARALLEL_MIN_WORK", parallel_min_work)
+    monkeypatch.setattr(fast_conv, "COLUMNS_PARALLEL_MIN_WORK", parallel_min_work)
     for dtype, stride in ((np.float32, (1, 1)), (np.float64, (2, 3))):
         x = random_array(2, (3, 2, 9, 10), dtype)
         geometry = ((3, 2), stride, (1, 2), (2, 1))
@@ -109,7 +109,7 @@ def test_im2col_of_same_size_convolutions_equals_the_reference(monkeypatch, geom
     # Output rows as wide as the image take the band copy; it must give the reference's bits.
     from minidl.backend.numba_cpu import conv as fast_conv
 
-    monkeypatch.setattr(fast_conv, "PARALLEL_MIN_WORK", parallel_min_work)
+    monkeypatch.setattr(fast_conv, "COLUMNS_PARALLEL_MIN_WORK", parallel_min_work)
     for shape in ((2, 3, 6, 5), (1, 2, 3, 4), (3, 1, 1, 6)):
         x = random_array(sum(shape), shape, np.float32)
         cols = ref.im2col(x, *geometry)

@@ -155,7 +155,7 @@ def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
 
 # Each kernel comes as a serial and a parallel loop over the (n, c) planes. Starting threads
 # costs tens of microseconds (far more when the cores are busy with other work), so small
-# problems run on the calling thread; see PARALLEL_MIN_WORK. Planes go channel by channel
+# problems run on the calling thread; see COLUMNS_PARALLEL_MIN_WORK. Planes go channel by channel
 # (all images of channel 0, then channel 1, ...): consecutive planes then fill consecutive
 # stretches of the same kh*kw column rows, where image-major order scattered short writes over
 # every row of the table (~1.5x slower for CIFAR-sized layers).
@@ -193,6 +193,15 @@ def _col2im_parallel(cols, dx, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
 # Elements a kernel must touch before spreading it over threads pays for starting them.
 PARALLEL_MIN_WORK = 1 << 18
 
+# Elements of the column table from which im2col and col2im spread over threads. The table is
+# read next by the convolution's product (im2col) or was just written by it (col2im), and that
+# product runs on one core unless it is big enough to be split (product_threads.SPLIT_MIN_WORK):
+# a table written by two cores and read by one comes half from the other core's cache. Measured
+# on LeNet at two threads (tables of 1.0M and 1.25M elements, products not split): its products
+# took 4.79 ms a step after threaded copies against 3.83 ms after one-thread ones, while the
+# copies themselves gained 0.2 ms. Above this size the products are split too (CIFAR's layers).
+COLUMNS_PARALLEL_MIN_WORK = 1 << 21
+
 
 def _geometry(x_shape, kernel_size, stride, padding, dilation):
     """All integer parameters of a convolution as plain ints, plus the output size."""
@@ -217,7 +226,7 @@ def im2col(x: np.ndarray, kernel_size, stride, padding, dilation) -> np.ndarray:
     n, c = x.shape[:2]
     cols = np.empty((c * kh * kw, n * out_h * out_w), dtype=x.dtype)
     if cols.size:
-        kernel = _im2col_parallel if cols.size >= PARALLEL_MIN_WORK else _im2col_serial
+        kernel = _im2col_parallel if cols.size >= COLUMNS_PARALLEL_MIN_WORK else _im2col_serial
         kernel(x, cols, *params)
     return cols
 
@@ -231,6 +240,6 @@ def col2im(cols: np.ndarray, x_shape, kernel_size, stride, padding, dilation) ->
     cols = np.ascontiguousarray(cols).reshape(c * kh * kw, n * out_h * out_w)
     dx = np.empty(x_shape, dtype=cols.dtype)
     if dx.size:
-        kernel = _col2im_parallel if cols.size >= PARALLEL_MIN_WORK else _col2im_serial
+        kernel = _col2im_parallel if cols.size >= COLUMNS_PARALLEL_MIN_WORK else _col2im_serial
         kernel(cols, dx, *params)
     return dx
