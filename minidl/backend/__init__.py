@@ -42,7 +42,7 @@ _cpu_backends: dict[str, object] = {
     "numpy": "minidl.backend.reference:ReferenceBackend",
 }
 _by_device: dict[tuple, Backend] = {}  # (kind, index, implementation) -> backend, filled lazily
-_by_name: dict[tuple, Backend] = {}  # (device as spelled, CPU choice) -> backend: the fast path
+_by_name: dict[object, Backend] = {}  # device as spelled -> backend, for the CPU choice now
 
 
 def register_backend(name: str, backend: Backend) -> None:
@@ -94,6 +94,7 @@ def use_cpu_backend(name: str | None) -> str:
         raise ValueError(f"use_cpu_backend: expected one of {sorted(_cpu_backends)}, got {name!r}")
     previous = _cpu_choice
     _cpu_choice = cpu_backend_from_environment() if name is None else name
+    _by_name.clear()  # "cpu" may now name the other implementation
     return previous
 
 
@@ -189,11 +190,12 @@ def _instantiate(entry, device) -> Backend:
 
 def get_backend(device="cpu") -> Backend:
     """The backend computing for ``device``, importing it on first use."""
-    # Every op asks, so the answer is remembered by the name as given.
-    choice = _cpu_choice
-    backend = _by_name.get((device, choice))
+    # Every op asks, so the answer is remembered by the name as given: one dictionary lookup
+    # (a key of the name alone, as a change of the CPU choice forgets them all).
+    backend = _by_name.get(device)
     if backend is not None:
         return backend
+    choice = _cpu_choice
     kind, index = parse_device(device)
     implementation = choice if kind == "cpu" else None
     key = (kind, index, implementation)
@@ -205,5 +207,5 @@ def get_backend(device="cpu") -> Backend:
             backend = _instantiate(_registry[kind], device).on_device(index)
         _by_device[key] = backend
     if isinstance(device, str):
-        _by_name[(device, choice)] = backend
+        _by_name[device] = backend
     return backend

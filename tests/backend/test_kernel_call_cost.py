@@ -1,6 +1,6 @@
-"""What the Numba kernels' Python glue costs per call, counted (never timed): the NumPy calls
-and Python frames around a kernel, on the small arrays of single-sample inference, where they
-cost more than the kernel's own work."""
+"""What the backend's Python glue costs per call, counted (never timed): the NumPy calls and
+Python frames around a kernel or a BLAS product, on the small arrays of single-sample
+inference, where they cost more than the kernel's own work."""
 
 import numpy as np
 import pytest
@@ -44,3 +44,18 @@ def test_max_pooling_reads_its_window_arguments_without_generator_frames():
     assert not generator_frames(calls), calls
     for got, want in zip(fast.max_pool2d_forward(*arguments), ref.max_pool2d_forward(*arguments)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, True), (True, False)])
+def test_a_small_transposed_product_is_a_view_and_one_question_before_blas(transpose_a,
+                                                                           transpose_b):
+    # A Linear layer's x @ Wᵀ: np.swapaxes went through three NumPy Python wrappers, and a
+    # product too small to split asked part_count, which asks worth_splitting.
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 1) if transpose_a else (1, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 5) if transpose_b else (5, 3)).astype(np.float32)
+    product = fast.matmul(a, b, transpose_a, transpose_b)
+    calls = python_calls(lambda: fast.matmul(a, b, transpose_a, transpose_b))
+    assert [c[1] for c in calls[1:]] == ["matmul", "_matrix_product", "worth_splitting"], calls
+    np.testing.assert_array_equal(product, (a.T if transpose_a else a) @ (b.T if transpose_b
+                                                                          else b))

@@ -256,9 +256,16 @@ _PER_BLOCK_MIN_COLUMNS = 100
 def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
            out_axes=None, sum_axis=None):
     if a_axes is None and b_axes is None and out_axes is None and sum_axis is None:
-        # NumPy's transposes are views: BLAS reads them in place, as the flags ask.
-        return _product(np.swapaxes(a, -1, -2) if transpose_a else a,
-                        np.swapaxes(b, -1, -2) if transpose_b else b)
+        # NumPy's transposes are views: BLAS reads them in place, as the flags ask. The array
+        # method, one C call, where np.swapaxes passes through three Python-level wrappers
+        # (a Linear layer's x @ Wᵀ pays them on every call).
+        if transpose_a:
+            a = a.swapaxes(-1, -2)
+        if transpose_b:
+            b = b.swapaxes(-1, -2)
+        if a.ndim == 2 and b.ndim == 2:  # the commonest product, straight to its one case
+            return _matrix_product(a, b)
+        return _product(a, b)
     layout = cached_product_layout(a.shape, b.shape, transpose_a, transpose_b, a_axes, b_axes,
                                    out_axes, sum_axis)
     a, b = np.transpose(a, layout.a_axes), np.transpose(b, layout.b_axes)
@@ -317,7 +324,11 @@ def _matrix_product(a, b):
     """a (m, k) @ b (k, n); threads share it by output rows, each part one BLAS call on its
     rows of a and the whole of b (never a range of k: every element keeps its sum)."""
     (m, k), n = a.shape, b.shape[1]
-    parts = part_count(m // _ROW_TILE, m * k * n) if SPLIT_PLAIN_PRODUCTS else 1
+    if not (SPLIT_PLAIN_PRODUCTS and worth_splitting(m * k * n)):
+        # A product too small to split (any single sample's) asks one question, not the two
+        # of part_count, which begins with this one.
+        return np.matmul(a, b)
+    parts = part_count(m // _ROW_TILE, m * k * n)
     if parts == 1:
         return np.matmul(a, b)
     if _is_gram_product(a, b):
