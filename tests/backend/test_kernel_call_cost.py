@@ -59,3 +59,25 @@ def test_a_small_transposed_product_is_a_view_and_one_question_before_blas(trans
     assert [c[1] for c in calls[1:]] == ["matmul", "_matrix_product", "worth_splitting"], calls
     np.testing.assert_array_equal(product, (a.T if transpose_a else a) @ (b.T if transpose_b
                                                                           else b))
+
+
+def test_a_layers_repeated_geometry_is_remembered_and_lists_and_errors_behave_as_before():
+    # A layer calls im2col and max pooling with the same arguments every time: the output
+    # sizes and int conversions were worked out again on each call (~1 us of a ~3-6 us call).
+    x = np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6)
+    window = ((3, 3), (1, 1), (1, 1), (1, 1))
+    pooling = ((2, 2), (2, 2), (0, 0), (1, 1), False)
+    fast.im2col(x, *window), fast.max_pool2d_forward(x, *pooling)
+    calls = python_calls(lambda: (fast.im2col(x, *window), fast.max_pool2d_forward(x, *pooling)))
+    assert not [c for c in calls if c[1] in ("conv_output_size", "pool_output_size")], calls
+    # Lists (unhashable) are still pairs, and the same bad geometry raises on every call.
+    as_lists = [list(pair) for pair in window]
+    np.testing.assert_array_equal(fast.im2col(x, *as_lists), ref.im2col(x, *window))
+    for got, want in zip(fast.max_pool2d_forward(x, *map(list, pooling[:4]), False),
+                         ref.max_pool2d_forward(x, *pooling)):
+        np.testing.assert_array_equal(got, want)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="convolution output would be empty"):
+            fast.im2col(x, (9, 9), (1, 1), (0, 0), (1, 1))
+        with pytest.raises(ValueError, match="pool padding 2 must be between"):
+            fast.max_pool2d_forward(x, (2, 2), (2, 2), (2, 2), (1, 1), False)

@@ -13,6 +13,8 @@ runs); importing this module compiles nothing.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, prange
 
@@ -204,15 +206,30 @@ COLUMNS_PARALLEL_MIN_WORK = 1 << 21
 
 
 def _geometry(x_shape, kernel_size, stride, padding, dilation):
-    """All integer parameters of a convolution as plain ints, plus the output size."""
-    # Unpacked and converted one by one: generator expressions cost microseconds, which is a
-    # visible share of a single-sample convolution.
+    """All integer parameters of a convolution as plain ints, plus the output size.
+
+    A layer asks with the same arguments on every call, so the answer is remembered: one
+    lookup (~0.2 us) where the arithmetic took ~0.7 us, a visible share of a single image's
+    convolution. Geometry given as lists (unhashable) is computed each time; a bad geometry
+    raises each time (errors are not remembered)."""
+    try:
+        return _remembered_geometry(x_shape, kernel_size, stride, padding, dilation)
+    except TypeError:
+        return _geometry_of(x_shape, kernel_size, stride, padding, dilation)
+
+
+def _geometry_of(x_shape, kernel_size, stride, padding, dilation):
+    # Unpacked and converted one by one: generator expressions cost microseconds.
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     kh, kw, sh, sw, ph, pw, dh, dw = int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), \
         int(dh), int(dw)
     out_h = conv_output_size(x_shape[2], kh, sh, ph, dh)
     out_w = conv_output_size(x_shape[3], kw, sw, pw, dw)
     return kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w
+
+
+# Keyed by the whole input shape (batch sizes vary less than the layers of a model).
+_remembered_geometry = functools.lru_cache(maxsize=256)(_geometry_of)
 
 
 def im2col(x: np.ndarray, kernel_size, stride, padding, dilation) -> np.ndarray:
