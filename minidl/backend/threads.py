@@ -44,8 +44,19 @@ _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_thre
 OPENBLAS_AT_ONE_THREAD = True
 
 _requested: int | None = None
-_setting = 0  # bumped by each set_num_threads: a thread that applied an older one applies again
-_this_thread = threading.local()  # .setting: the _setting this thread last gave Numba
+
+
+class NumbaThreadCount(threading.local):
+    """Whether this thread's Numba follows the latest :func:`set_num_threads`: ``wanted`` (one
+    for the process, a class attribute) counts the calls to it, ``applied`` (per thread) is the
+    ``wanted`` this thread last gave Numba. They differ in a thread that has not yet followed;
+    a caller about to run kernels compares them inline (two attribute reads, no call), as
+    :func:`follow_in_this_thread` does, and calls :func:`apply_to_numba` only then."""
+    wanted = 0
+    applied = 0
+
+
+numba_thread_count = NumbaThreadCount()
 
 
 def _loaded_openblas() -> list:
@@ -91,11 +102,11 @@ def _call_first(library, names, *args):
 def set_num_threads(count: int) -> None:
     """Compute with at most ``count`` threads: the matrix products' parts and Numba's parallel
     kernels. OpenBLAS itself is set to one thread (also for NumPy products outside minidl)."""
-    global _requested, _setting
+    global _requested
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
     _requested = count
-    _setting += 1
+    NumbaThreadCount.wanted += 1
     # Numba (~0.2 s to import) is told now if it is loaded, else when the kernels load.
     if "numba" in sys.modules:
         apply_to_numba()
@@ -110,13 +121,13 @@ def apply_to_numba() -> None:
     if _requested is not None:
         import numba
         numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
-        _this_thread.setting = _setting
+        numba_thread_count.applied = NumbaThreadCount.wanted
 
 
 def follow_in_this_thread() -> None:
     """Before a Numba kernel: give this thread's Numba the current count, if it has not yet
     (one attribute read when it has)."""
-    if _requested is not None and getattr(_this_thread, "setting", None) != _setting:
+    if numba_thread_count.applied != numba_thread_count.wanted:  # both 0 until a count is set
         apply_to_numba()
 
 

@@ -41,7 +41,7 @@ import threading
 import numpy as np
 
 from ..reference import ReferenceBackend
-from ..threads import apply_to_numba, follow_in_this_thread
+from ..threads import apply_to_numba, numba_thread_count
 
 SMALL_WORK = 1 << 15
 """Elements below which a stand-in runs NumPy (the reference stays under ~1 ms there)."""
@@ -176,17 +176,20 @@ def bound_kernel(function, half_through_float32: bool):
     ``md.set_num_threads``'s count first (Numba's count is per thread, see :mod:`..threads`)
     and, for the modules that compute values, taking float16 through float32 (as
     :func:`half_through_float32`). One wrapper per binding, decided once here: a kernel is
-    called per op, and each layer of wrapping is one more Python call on every one."""
+    called per op, and each layer of wrapping is one more Python call on every one (so the
+    thread check is :func:`~minidl.backend.threads.follow_in_this_thread`'s, inline)."""
     if not half_through_float32:
         @functools.wraps(function)
         def kernel(*args, **kwargs):
-            follow_in_this_thread()
+            if numba_thread_count.applied != numba_thread_count.wanted:
+                apply_to_numba()
             return function(*args, **kwargs)
         return kernel
 
     @functools.wraps(function)
     def kernel_taking_half(*args):
-        follow_in_this_thread()
+        if numba_thread_count.applied != numba_thread_count.wanted:
+            apply_to_numba()
         dtype = getattr(args[0], "dtype", None)
         # float32 and float64 answered by identity (NumPy's dtypes of native floats are single
         # objects), before the slower comparison that any other dtype takes
