@@ -36,7 +36,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..backend import composed, get_backend
+from ..backend import backends_by_name, composed, get_backend
 from . import tracing
 from .grad_mode import _mode as grad_mode_of_this_thread
 from .tensor import Tensor
@@ -145,7 +145,8 @@ class Function:
                         f"edited in place; its recorded history no longer describes its "
                         f"values. Take the view again after the edit.")
         node = cls()
-        node.backend = get_backend(device)
+        # get_backend's answers, looked up without calling it (one Python frame fewer per op).
+        node.backend = backends_by_name.get(device) or get_backend(device)
         requires_grad = any_needs_grad and grad_enabled and cls.differentiable
         # Known before forward, so a forward can skip saving what no gradient will read
         # (MulFunction keeps a only when b needs a gradient); in-place edits of unsaved

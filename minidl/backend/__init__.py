@@ -28,9 +28,9 @@ import os
 
 from .primitives import ALL_PRIMITIVES, Backend
 
-__all__ = ["Backend", "ALL_PRIMITIVES", "register_backend", "get_backend", "canonical_device",
-           "parse_device", "use_cpu_backend", "registered_device_kinds", "Device",
-           "set_current_index", "current_index"]
+__all__ = ["Backend", "ALL_PRIMITIVES", "register_backend", "get_backend", "backends_by_name",
+           "canonical_device", "parse_device", "use_cpu_backend", "registered_device_kinds",
+           "Device", "set_current_index", "current_index"]
 
 # Device kind -> a Backend instance, or "module:Class" to import on first use.
 _registry: dict[str, object] = {
@@ -42,7 +42,11 @@ _cpu_backends: dict[str, object] = {
     "numpy": "minidl.backend.reference:ReferenceBackend",
 }
 _by_device: dict[tuple, Backend] = {}  # (kind, index, implementation) -> backend, filled lazily
-_by_name: dict[object, Backend] = {}  # device as spelled -> backend, for the CPU choice now
+backends_by_name: dict = {}
+"""What :func:`get_backend` answered, by the device as spelled ("cpu", "cuda:1"), for the
+current CPU choice and CUDA device (a change of either empties it). Read-only outside this
+module: :meth:`Function.apply <minidl.autograd.function.Function.apply>` looks its device up here
+first, one dictionary lookup where a call of get_backend is one more Python frame per op."""
 
 
 def register_backend(name: str, backend: Backend) -> None:
@@ -65,7 +69,7 @@ def register_backend(name: str, backend: Backend) -> None:
     _registry[name] = backend
     for key in [key for key in _by_device if key[0] == name]:
         del _by_device[key]
-    _by_name.clear()
+    backends_by_name.clear()
 
 
 def registered_device_kinds() -> list:
@@ -94,7 +98,7 @@ def use_cpu_backend(name: str | None) -> str:
         raise ValueError(f"use_cpu_backend: expected one of {sorted(_cpu_backends)}, got {name!r}")
     previous = _cpu_choice
     _cpu_choice = cpu_backend_from_environment() if name is None else name
-    _by_name.clear()  # "cpu" may now name the other implementation
+    backends_by_name.clear()  # "cpu" may now name the other implementation
     return previous
 
 
@@ -105,7 +109,7 @@ _current_index: dict = {}
 def set_current_index(kind: str, index: int) -> None:
     """Make the bare name ``kind`` ("cuda") mean device ``kind:index`` from now on."""
     _current_index[kind] = int(index)
-    _by_name.clear()  # names as given ("cuda") may now mean another device
+    backends_by_name.clear()  # names as given ("cuda") may now mean another device
 
 
 def current_index(kind: str) -> int:
@@ -192,7 +196,7 @@ def get_backend(device="cpu") -> Backend:
     """The backend computing for ``device``, importing it on first use."""
     # Every op asks, so the answer is remembered by the name as given: one dictionary lookup
     # (a key of the name alone, as a change of the CPU choice forgets them all).
-    backend = _by_name.get(device)
+    backend = backends_by_name.get(device)
     if backend is not None:
         return backend
     choice = _cpu_choice
@@ -207,5 +211,5 @@ def get_backend(device="cpu") -> Backend:
             backend = _instantiate(_registry[kind], device).on_device(index)
         _by_device[key] = backend
     if isinstance(device, str):
-        _by_name[device] = backend
+        backends_by_name[device] = backend
     return backend

@@ -184,3 +184,28 @@ def test_a_grad_mode_block_reads_and_writes_the_mode_itself(mode):
         assert [c[1] for c in calls if c[1] != "__init__"] == ["__enter__", "__exit__"], calls
     with mode():
         assert md.is_grad_enabled() is (mode is md.enable_grad)
+
+
+def test_an_op_finds_its_backend_without_calling_get_backend_and_follows_a_new_choice(pair):
+    # get_backend was one Python call per op; apply reads its answers (backends_by_name) first,
+    # which a change of the CPU implementation empties, so the next op asks again.
+    from minidl.backend import use_cpu_backend
+    from minidl.backend.numba_cpu import NumbaCpuBackend
+    from minidl.backend.reference import ReferenceBackend
+    a, b = pair
+    calls = python_calls(lambda: md.add(a, b))
+    assert not [c for c in calls if c[1] == "get_backend"], calls
+    seen = []
+
+    class Probe(Function):
+        def forward(self, x):
+            seen.append(type(self.backend))
+            return x
+
+    previous = use_cpu_backend("numpy")
+    try:
+        Probe.apply(a)
+    finally:
+        use_cpu_backend(previous)
+    Probe.apply(a)
+    assert seen == [ReferenceBackend, NumbaCpuBackend]
