@@ -308,16 +308,33 @@ def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
     # (module, layer, op, Function.apply, argument checks) is paid per layer per forward. The
     # bound is what the small CNN of benchmarks/bench_engine.py's infer row takes now (101
     # before the layers stopped re-reading their windows and apply stopped calling _wrap).
-    from python_calls import package_calls
+    from minidl.backend import use_cpu_backend
+    from minidl.backend.numba_cpu import load_kernels
+    from python_calls import package_calls, python_calls
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
                           nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
     x = md.tensor(np.ones((1, 1, 28, 28), np.float32))
+    load_kernels()  # the kernels themselves, not the NumPy stand-ins of a first call
     with md.no_grad():
         expected = model.eval()(x).numpy()
         calls = package_calls(lambda: model(x), ("nn", "ops", "autograd"))
     assert len(calls) <= 71, calls
     assert calls.count(("autograd/function.py", "apply")) == 10  # one op per layer
+    # Below the ops, the backend's glue: 93 functions (NumPy's swapaxes wrappers included)
+    # before get_backend, the thread check and the conv and pooling geometry stopped being a
+    # call per op or per kernel. The count includes the six kernels themselves, which Numba
+    # reports as frames while a profiler runs.
+    previous = use_cpu_backend("numba")  # the default, whatever MINIDL_CPU_BACKEND says
+    try:
+        with md.no_grad():
+            model(x)
+            calls = python_calls(lambda: model(x))
+            below = package_calls(lambda: model(x), ("backend",))
+    finally:
+        use_cpu_backend(previous)
+    assert len(below) <= 58, below
+    assert not [c for c in calls if c[0] == "fromnumeric.py"], calls
     np.testing.assert_array_equal(model(x).numpy(), expected)
 
 
