@@ -321,7 +321,7 @@ def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
         calls = package_calls(lambda: model(x), ("nn", "ops", "autograd"))
     assert len(calls) <= 71, calls
     assert calls.count(("autograd/function.py", "apply")) == 10  # one op per layer
-    # Below the ops, the backend's glue: 93 functions (NumPy's swapaxes wrappers included)
+    # Below the ops, the backend's glue: 90 functions, and NumPy's three swapaxes wrappers,
     # before get_backend, the thread check and the conv and pooling geometry stopped being a
     # call per op or per kernel. The count includes the six kernels themselves, which Numba
     # reports as frames while a profiler runs.
