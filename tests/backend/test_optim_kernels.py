@@ -187,3 +187,18 @@ def test_reference_matches_torch(kind, config, dtype, rtol):
 def test_module_exports():
     for module in (reference, numba_kernels):
         assert set(module.__all__) == {"sgd_update", "adam_update"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_zero_denominator_gives_nan_like_the_reference(dtype, loop_variant):
+    # eps=0 and a zero gradient make the first step's m / (sqrt(v) + eps) a 0/0. NumPy gives NaN;
+    # the one-thread loop once raised ZeroDivisionError (Numba's Python error model), which also
+    # kept LLVM from vectorising it.
+    param = np.ones(5, dtype)
+    exp_avg, exp_avg_sq = np.zeros_like(param), np.zeros_like(param)
+    with np.errstate(invalid="ignore"):
+        expected = _run_adam(reference, param, [np.zeros_like(param)], ADAM_CONFIGS[0], eps=0.0)
+    actual = _run_adam(numba_kernels, param, [np.zeros_like(param)], ADAM_CONFIGS[0], eps=0.0)
+    assert np.isnan(expected[0]).all()
+    for a, b in zip(actual, expected):
+        np.testing.assert_array_equal(a, b)

@@ -3,8 +3,8 @@
 The NumPy reference (:mod:`minidl.backend.reference.optim_kernels`) makes a temporary array for
 almost every operation of an Adam step and walks memory a dozen times. Here each parameter entry
 is read once, updated in registers, and written once, and ``prange`` splits the entries over
-threads. (Numba's parallel lowering also lets LLVM vectorise this loop, which it does not do for
-the serial form with this many arrays: the serial loop measured 8x slower.)
+large tensors' threads. The one-thread Adam loop vectorises as well as the threaded one (see
+:func:`_adam_serial` for what that takes).
 
 Determinism: each entry depends only on its own inputs, so no reduction order can change a result. ``fastmath`` stays off, so LLVM keeps the operations in the written
 order and never fuses a multiply-add; with every scalar pre-rounded to the array dtype the results
@@ -24,11 +24,13 @@ from ..reference.optim_kernels import flat_input, flat_view
 __all__ = ["sgd_update", "adam_update"]
 
 
-# Each update is written once, for one entry i, and looped over twice: on the calling thread for
-# small tensors (biases, small layers), where waking Numba's threads (~50 µs) costs more than the
-# whole update, and with prange for large ones, where Numba's parallel lowering also lets LLVM
-# vectorise the loop. Entries are independent, so both loops give bitwise the same result.
-PARALLEL_MIN_ELEMENTS = 1 << 14  # measured crossover: ~14k float32 entries
+# Each update is written once, for one entry i, and looped over twice: on the calling thread, and
+# with prange over Numba's threads. Entries are independent, so both loops give bitwise the same
+# result.
+PARALLEL_MIN_ELEMENTS = 1 << 14
+"""Entries from which an update runs on Numba's threads. Below it, waking the threads (and,
+inside a training step, fetching the gradients another core just wrote) costs more than the
+second core saves."""
 
 
 @njit(cache=True, inline="always")
@@ -95,15 +97,28 @@ def _adam_entry(i, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
     param[i] = p - step_size * m / denom
 
 
-@njit(cache=True)
+# LLVM vectorises this loop (4x faster than the plain loop, as fast as the threaded one on one
+# thread) only when two things are true. The division follows NumPy's error model: by default
+# Numba checks every float division for a zero divisor to raise ZeroDivisionError, a branch per
+# entry; NumPy's model (which parallel=True kernels use anyway) gives inf or NaN, as the reference
+# does. And AMSGrad's store is hoisted out of the loop: a store made only under a flag blocks
+# vectorising, so each value of the flag gets its own loop, with the flag a constant inside it.
+@njit(cache=True, error_model="numpy")
 def _adam_serial(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
                  bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay,
                  decay_factor, coupled_decay, decoupled_decay, amsgrad, maximize):
-    for i in range(param.shape[0]):
-        _adam_entry(i, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
-                    bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps,
-                    weight_decay, decay_factor, coupled_decay, decoupled_decay, amsgrad,
-                    maximize)
+    if amsgrad:
+        for i in range(param.shape[0]):
+            _adam_entry(i, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
+                        bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps,
+                        weight_decay, decay_factor, coupled_decay, decoupled_decay, True,
+                        maximize)
+    else:
+        for i in range(param.shape[0]):
+            _adam_entry(i, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size,
+                        bias_correction2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps,
+                        weight_decay, decay_factor, coupled_decay, decoupled_decay, False,
+                        maximize)
 
 
 @njit(cache=True, parallel=True)
