@@ -1,6 +1,6 @@
 """Recompute the polynomial behind minidl.backend.numba_cpu.vector_math.scaled_normal_tail_float32.
 
-    python scripts/fit_normal_tail.py [--degree 9]
+    python scripts/fit_normal_tail.py [--degree 8]
 
 Q(t) = erfc(a) · exp(a²) / t with a = |v| / sqrt 2 and t = c / (c + |v|), c = 2 sqrt 2 rounded
 to float32, is fitted on t in [c / (c + 16), 1] (|v| <= 16, beyond which the kernel's
@@ -40,7 +40,7 @@ def float32_horner(coefficients, t):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--degree", type=int, default=9)
+    parser.add_argument("--degree", type=int, default=8)
     args = parser.parse_args()
     mpmath.mp.dps = 30
     lowest, count = SCALE / (SCALE + 16), 300
