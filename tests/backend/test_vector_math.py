@@ -56,7 +56,7 @@ def test_float32_exp_of_negative_is_within_an_ulp_and_a_half_of_the_c_library():
     scaled = np.array([scaled_exp_of_negative_float32(value, np.float32(0.0)) for value in y])
     np.testing.assert_array_equal(scaled, scaled.astype(np.float32))  # float32 values
     expected = np.exp(-y.astype(np.float64)) * 2.0 ** 64
-    assert ulps(scaled, expected).max() <= 1.5  # measured 1.1
+    assert ulps(scaled, expected).max() <= 1.5  # measured 1.13 here, 1.18 on 3 million points
 
 
 def test_float32_exp_of_negative_takes_the_low_part_of_its_argument():
@@ -83,8 +83,9 @@ def test_float32_normal_tail_matches_erfc_and_the_density_matches_exp():
     parts = np.array([scaled_normal_tail_float32(value) for value in v], dtype=np.float64)
     wide = v.astype(np.float64)
     tail = np.array([0.5 * math.erfc(abs(value) / math.sqrt(2)) for value in wide]) * 2.0 ** 64
-    assert ulps(parts[:, 0], tail).max() <= 5  # measured 4.1
-    assert ulps(parts[:, 1], np.exp(-0.5 * wide * wide) * 2.0 ** 64).max() <= 1.5  # measured 1.1
+    # measured 4.7 and 1.11 here; 6.2 and 1.32 on 4 million points of the same range
+    assert ulps(parts[:, 0], tail).max() <= 7
+    assert ulps(parts[:, 1], np.exp(-0.5 * wide * wide) * 2.0 ** 64).max() <= 1.5
 
 
 def test_float32_normal_tail_at_infinity_and_nan():
@@ -133,10 +134,10 @@ def test_float32_gelu_agrees_with_the_float64_reference_at_the_edges(approximate
 
 
 # A dense sweep of float32 inputs: every 1.6e-4 over the range where Phi(v) is neither 0 nor 1
-# in float32 (|v| < 16), and ±2^-k down to the smallest subnormal. Measured on 2 million
-# points of [-16, 16] (and these): forward 5.7 ulp (exact) and 3.1 (tanh), the gradient 7.5 and
-# 9.1 ulps of the larger of |GELU'(v)| and Phi(v) -- the size of the terms whose difference it
-# is near v = -0.75, where GELU' crosses zero and its own ulp shrinks to nothing.
+# in float32 (|v| < 16), and ±2^-k down to the smallest subnormal. Measured here: forward 5.3
+# ulp (exact) and 2.8 (tanh), the gradient 5.6 and 7.5 ulps of the larger of |GELU'(v)| and
+# Phi(v) -- the size of the terms whose difference it is near v = -0.75, where GELU' crosses
+# zero and its own ulp shrinks to nothing. On 2 million points of [-16, 16]: 5.5, 3.1, 6.9, 9.1.
 SWEEP = np.concatenate([np.linspace(-16, 16, 200_001),
                         2.0 ** -np.arange(0, 150, 0.5), -(2.0 ** -np.arange(0, 150, 0.5)),
                         [0.0, -0.0]]).astype(np.float32)
