@@ -28,8 +28,8 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["exp_of_negative", "NORMAL_DENSITY_SCALE", "CONTRACT_TO_FMA",
-           "fused_multiply_add", "scaled_exp_of_negative_float32", "scaled_normal_tail_float32",
-           "EXP_SCALE_FLOAT32", "UNSCALE_FLOAT32"]
+           "scaled_exp_of_negative_float32", "scaled_normal_tail_float32", "EXP_SCALE_FLOAT32",
+           "UNSCALE_FLOAT32"]
 
 CONTRACT_TO_FMA = {"contract"}  # a set: Numba takes fastmath as a bool, set or dict
 """Numba ``fastmath`` flags for loops calling these functions: only the licence to fuse a·b + c
@@ -74,8 +74,8 @@ def exp_of_negative(y):
     reduced = y if inside else 0.0  # keeps the integer conversion below defined
     k = math.floor(reduced * _LOG2_E + 0.5)
     r = (k * _LN2_HIGH - reduced) + k * _LN2_LOW
-    series = 0.0
-    for coefficient in _EXP_SERIES:  # Horner: (((c10 r + c9) r + c8) r + ...) r + c0
+    series = _EXP_SERIES[0]  # Horner: (((c10 r + c9) r + c8) r + ...) r + c0
+    for coefficient in _EXP_SERIES[1:]:
         series = series * r + coefficient
     power_of_two = _float64_from_bits((1023 - np.int64(k)) << 52)
     if inside:
@@ -118,7 +118,7 @@ def _float32_from_bits(typingctx, bits):
 
 
 @intrinsic
-def fused_multiply_add(typingctx, a, b, c):
+def _fused_multiply_add(typingctx, a, b, c):
     """a·b + c for float32 values, rounded once (LLVM's ``fma``; one instruction with FMA3)."""
     signature = types.float32(types.float32, types.float32, types.float32)
 
@@ -157,8 +157,8 @@ def scaled_exp_of_negative_float32(y_high, y_low):
     inside = y_high < _FLOAT32_LARGEST_EXPONENT  # False for NaN too
     high = y_high if inside else _ZERO_FLOAT32
     k = (high * _LOG2_E_FLOAT32 + _ROUNDER_FLOAT32) - _ROUNDER_FLOAT32
-    r = fused_multiply_add(k, _LN2_HIGH_FLOAT32, -high)
-    r = fused_multiply_add(k, _LN2_LOW_FLOAT32, r) - y_low
+    r = _fused_multiply_add(k, _LN2_HIGH_FLOAT32, -high)
+    r = _fused_multiply_add(k, _LN2_LOW_FLOAT32, r) - y_low
     series = _EXP_SERIES_FLOAT32[0]  # Horner from the top (starting from 0 costs an FMA)
     for coefficient in _EXP_SERIES_FLOAT32[1:]:
         series = series * r + coefficient
@@ -203,7 +203,7 @@ def scaled_normal_tail_float32(v):
     for coefficient in _HALF_TAIL_SERIES_FLOAT32[1:]:
         half_q = half_q * t + coefficient
     square = v * v
-    square_error = fused_multiply_add(v, v, -square)  # v² = square + square_error exactly
+    square_error = _fused_multiply_add(v, v, -square)  # v² = square + square_error exactly
     gaussian = scaled_exp_of_negative_float32(_HALF_FLOAT32 * square,
                                               _HALF_FLOAT32 * square_error)
     return t * half_q * gaussian, gaussian
