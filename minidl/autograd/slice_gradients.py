@@ -12,11 +12,13 @@ copies instead of three zero arrays, three scatters and two full-size sums.
 Same bits as the sums it replaces: each element lies in one slice at most, so the sum of the n
 index_adds there is its value v in that slice plus +0 once or more (or +0 alone). Adding +0
 changes nothing but a -0, which it makes +0; so the buffer receives v + 0, computed once per
-slice. Slices that may overlap (or that this module cannot place: None or Ellipsis in the
-index) are summed as before, one index_add each.
+slice. Slices that may overlap (or that this module cannot place: None, Ellipsis or a bool in
+the index) are summed as before, one index_add each.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 
 class SliceGradients:
@@ -52,9 +54,11 @@ class SliceGradients:
 
 def _overlap(index_a: tuple, index_b: tuple, shape) -> bool:
     """Whether two basic indices of an array of ``shape`` may select a common element: unless
-    on some axis the positions one picks and those the other picks are apart. Indices with None
-    or Ellipsis (whose parts do not line up with the axes one to one) count as overlapping."""
-    if any(part is None or part is Ellipsis for part in index_a + index_b):
+    on some axis the positions one picks and those the other picks are apart. Indices with None,
+    Ellipsis or a bool (which NumPy reads as a new axis, not a position), whose parts do not line
+    up with the axes one to one, count as overlapping."""
+    if any(part is None or part is Ellipsis or isinstance(part, (bool, np.bool_))
+           for part in index_a + index_b):
         return True
     return all(_positions_meet(_positions(part_a, size), _positions(part_b, size))
                for part_a, part_b, size in zip(index_a, index_b, shape))

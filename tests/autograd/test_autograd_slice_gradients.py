@@ -78,6 +78,12 @@ def test_overlapping_slices_are_summed_as_before(monkeypatch):
     np.testing.assert_array_equal(np.signbit(got[:, 0]), [False, False, True, False])
 
 
+def test_a_bool_index_is_not_read_as_a_position():
+    x = md.tensor(np.ones((2, 3)), requires_grad=True)
+    (x[True].sum() + x[0].sum() * 2).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[3, 3, 3], [1, 1, 1]])
+
+
 def test_slices_mixed_with_a_whole_tensor_gradient():
     x = md.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
     (x[:, 0].sum() * 2 + x[:, 1:].sum() * 3 + (x * x).sum()).backward()
@@ -92,6 +98,7 @@ def test_slices_mixed_with_a_whole_tensor_gradient():
     ((slice(3, None, -1),), (slice(3, 4),), True),
     ((slice(0, 2),), (slice(2, None),), False),
     ((None, 0), (None, 1), True),  # None: not placed, counted as overlapping
+    ((True,), (0,), True),  # x[True] is all of x under a new axis, not row 1
     ((slice(0, 0),), (slice(None),), False),  # an empty slice meets nothing
 ])
 def test_overlap(index_a, index_b, overlap):
