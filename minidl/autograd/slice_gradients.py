@@ -4,7 +4,7 @@
 the steps of a sequence) is a view, and its gradient is zeros of x's shape with the slice's
 gradient at ``index`` (:meth:`Backend.index_add`). Made one by one and summed, n slices of x
 cost n zero arrays of x's full size and n - 1 full-size sums. When no two of the slices share
-an element (:func:`_overlap`), the engine instead holds their gradients back
+an element (:func:`_disjoint`), the engine instead holds their gradients back
 (:class:`SliceGradients`) until x's gradient is needed and writes each into its place in one
 zero buffer. For an attention block's q/k/v split that is one zero array and three slice-sized
 copies instead of three zero arrays, three scatters and two full-size sums.
@@ -37,9 +37,7 @@ class SliceGradients:
     def total(self, backend):
         """The tensor's gradient: the sum of the slices' gradients, as a new backend array."""
         pieces = self.pieces
-        if len(pieces) > 1 and not any(_overlap(a, b, self.shape)
-                                       for i, (a, _) in enumerate(pieces)
-                                       for b, _ in pieces[i + 1:]):
+        if len(pieces) > 1 and _disjoint([index for index, _ in pieces], self.shape):
             buffer = backend.zeros(self.shape, self.dtype)
             zero = backend.zeros((), self.dtype)
             for index, values in pieces:
@@ -52,16 +50,20 @@ class SliceGradients:
         return total
 
 
-def _overlap(index_a: tuple, index_b: tuple, shape) -> bool:
-    """Whether two basic indices of an array of ``shape`` may select a common element: unless
-    on some axis the positions one picks and those the other picks are apart. Indices with None,
-    Ellipsis or a bool (which NumPy reads as a new axis, not a position), whose parts do not line
-    up with the axes one to one, count as overlapping."""
+def _disjoint(indices: list, shape) -> bool:
+    """Whether no two of the basic indices of an array of ``shape`` select a common element,
+    known by one axis on which the positions each picks are apart from all the others' (q, k
+    and v: ints 0, 1, 2 on one axis; a sequence's steps; a weight's blocks of rows). Indices
+    with None, Ellipsis or a bool (which NumPy reads as a new axis, not a position) do not line
+    up with the axes one to one, and count as overlapping."""
     if any(part is None or part is Ellipsis or isinstance(part, (bool, np.bool_))
-           for part in index_a + index_b):
-        return True
-    return all(_positions_meet(_positions(part_a, size), _positions(part_b, size))
-               for part_a, part_b, size in zip(index_a, index_b, shape))
+           for index in indices for part in index):
+        return False
+    for axis in range(min(len(index) for index in indices)):
+        runs = [_positions(index[axis], shape[axis]) for index in indices]
+        if _apart(runs):
+            return True
+    return False
 
 
 def _positions(part, size: int) -> range:
@@ -72,12 +74,11 @@ def _positions(part, size: int) -> range:
     return range(position, position + 1)
 
 
-def _positions_meet(a: range, b: range) -> bool:
-    """Whether two ranges of positions share one (by their bounds when both are runs of
-    neighbours, the common case of ints and plain slices)."""
-    if not a or not b:
-        return False
-    if abs(a.step) == 1 and abs(b.step) == 1:
-        (low_a, high_a), (low_b, high_b) = sorted((a[0], a[-1])), sorted((b[0], b[-1]))
-        return max(low_a, low_b) <= min(high_a, high_b)
-    return not set(a).isdisjoint(b)
+def _apart(runs: list) -> bool:
+    """Whether no position lies in two of the ranges: sorted by their first position when all
+    are runs of neighbours (ints, plain slices: one pass), else counted as a set."""
+    runs = [run for run in runs if run]  # an empty slice selects nothing
+    if all(abs(run.step) == 1 for run in runs):
+        bounds = sorted((min(run[0], run[-1]), max(run[0], run[-1])) for run in runs)
+        return all(high < low for (_, high), (low, _) in zip(bounds, bounds[1:]))
+    return len(set().union(*runs)) == sum(len(run) for run in runs)

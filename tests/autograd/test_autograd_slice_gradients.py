@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minidl as md
-from minidl.autograd.slice_gradients import _overlap
+from minidl.autograd.slice_gradients import _disjoint
 
 
 def _count_index_adds(monkeypatch, tensor) -> list:
@@ -91,15 +91,16 @@ def test_slices_mixed_with_a_whole_tensor_gradient():
                                   2 * np.arange(6.0).reshape(2, 3) + [[2, 3, 3], [2, 3, 3]])
 
 
-@pytest.mark.parametrize("index_a, index_b, overlap", [
-    ((0,), (1,), False),
-    ((slice(None), -1), (slice(None), 2), True),  # -1 is 2 on an axis of 3
-    ((slice(0, 4, 2),), (slice(1, 4, 2),), False),  # even rows, odd rows
-    ((slice(3, None, -1),), (slice(3, 4),), True),
-    ((slice(0, 2),), (slice(2, None),), False),
-    ((None, 0), (None, 1), True),  # None: not placed, counted as overlapping
-    ((True,), (0,), True),  # x[True] is all of x under a new axis, not row 1
-    ((slice(0, 0),), (slice(None),), False),  # an empty slice meets nothing
+@pytest.mark.parametrize("indices, disjoint", [
+    ([(0,), (1,), (3,)], True),
+    ([(slice(None), -1), (slice(None), 2)], False),  # -1 is 2 on an axis of 3
+    ([(slice(0, 4, 2),), (slice(1, 4, 2),)], True),  # even rows, odd rows
+    ([(slice(3, None, -1),), (slice(3, 4),)], False),
+    ([(slice(2, None),), (slice(0, 2),), (slice(0, 0),)], True),  # an empty slice: nothing
+    ([(slice(0, 2), 0), (slice(0, 4), 1), (slice(1, 3), 2)], True),  # apart on axis 1 alone
+    ([(0, 0), (0, 1), (1, 0)], False),  # pairwise apart, but on no one axis: summed as before
+    ([(None, 0), (None, 1)], False),  # None: not placed, counted as overlapping
+    ([(True,), (0,)], False),  # x[True] is all of x under a new axis, not row 1
 ])
-def test_overlap(index_a, index_b, overlap):
-    assert _overlap(index_a, index_b, (4, 3)) is overlap
+def test_disjoint(indices, disjoint):
+    assert _disjoint(indices, (4, 3)) is disjoint
