@@ -19,6 +19,7 @@ import numpy as np
 
 from ..backend import composed
 from .hooks import RemovableHandle, add_hook
+from .slice_gradients import SliceGradients
 
 
 def _topological_order(roots, boundary=frozenset()) -> list:
@@ -221,6 +222,8 @@ def _walk(roots, seeds, retain_graph: bool, create_graph: bool, store, keep=None
         tensor_grad = pending.pop(id(tensor), None)
         if tensor_grad is None:
             continue  # no path from this tensor to the output carries a gradient
+        if type(tensor_grad) is SliceGradients:
+            tensor_grad = tensor_grad.total(tensor.backend)
         node = tensor._node
         hooks = tensor._grad_hooks if keep is not None else None
         if hooks is not None and hooks.hooks:
@@ -388,6 +391,9 @@ def _send_to_inputs(backend, node, output, grad, pending: dict, create_graph: bo
         from .grad_mode import enable_grad
         with enable_grad():
             input_grads = node.differentiable_backward(grad, output)
+    elif node.gradient_is_slice:
+        _send_slice_gradient(backend, node, grad, pending, needed)
+        return
     else:
         input_grads = node.backward(grad)
     if not isinstance(input_grads, tuple):
@@ -404,8 +410,26 @@ def _send_to_inputs(backend, node, output, grad, pending: dict, create_graph: bo
             if parent_grad.dtype != parent.dtype:
                 parent_grad = backend.astype(parent_grad, parent.dtype)
         previous = pending.get(id(parent))
+        if type(previous) is SliceGradients:
+            previous = previous.total(backend)
         pending[id(parent)] = parent_grad if previous is None else _add(backend, previous,
                                                                          parent_grad, create_graph)
+
+
+def _send_slice_gradient(backend, node, grad, pending: dict, needed) -> None:
+    """Pass on the gradient of a basic-index slice (``node.index`` of its input): held with the
+    input's other slice gradients, so that they are added into one buffer rather than each
+    scattered into zeros of the input's full shape (see :mod:`.slice_gradients`)."""
+    parent = node.parents[0]
+    if not node.needs_input_grad[0] or (needed is not None and id(parent) not in needed):
+        return
+    previous = pending.get(id(parent))
+    if previous is None:
+        pending[id(parent)] = SliceGradients(node.input_shape, node.dtype, node.index, grad)
+    elif type(previous) is SliceGradients:
+        previous.append(node.index, grad)
+    else:
+        pending[id(parent)] = _add(backend, previous, node.backward(grad), False)
 
 
 # Called after every backward pass, once all leaf gradients are accumulated: the place where

@@ -82,6 +82,12 @@ class Function:
     # through either is seen through both. An op may also set it on itself in forward.
     output_is_view = False
 
+    # True for a basic-index slice of its input (getitem with ints and slices), whose node then
+    # holds ``input_shape``, ``dtype`` and ``index``: the first-order pass adds the gradients of
+    # several slices of one tensor into one buffer (see slice_gradients.py) instead of calling
+    # ``backward`` on each.
+    gradient_is_slice = False
+
     # Set by apply(); plain attributes rather than constructor arguments keep ops short.
     backend = None
     parents: tuple = ()

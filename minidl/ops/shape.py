@@ -67,6 +67,7 @@ class GetItemFunction(Function):
         # Ints, slices, None and ... select a view; an index array gathers a copy.
         self.output_is_view = all(part is None or part is Ellipsis or
                                   isinstance(part, (int, slice)) for part in index)
+        self.gradient_is_slice = self.output_is_view
         return self.backend.getitem(a, index)
 
     def backward(self, grad):
