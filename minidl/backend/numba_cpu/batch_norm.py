@@ -61,8 +61,14 @@ REASSOCIATE = {"reassoc"}
 # work (Numba counts references to every array argument at each call), and BatchNorm1d's planes
 # are a single value.
 
-TASK_ELEMENTS = 1 << 14
-"""About how many elements one task's block of channels holds (whole channels, at least one)."""
+TASK_ELEMENTS = 1 << 16
+"""About how many elements one task's block of channels holds (whole channels, at least one).
+
+Large enough that a block's planes, one image after another, are long contiguous runs (the
+memory prefetcher restarts at every jump to the next image), small enough that the backward
+pass's block of grad, x and dx (3 x 256 KiB in float32) stays in a core's cache for the second
+pass. Measured in a CIFAR training step at one thread: backward 3.80 ms a step with blocks of
+2^14 elements, 3.54 ms with 2^16, 3.69 ms with 2^17."""
 
 
 @njit(cache=True, fastmath=REASSOCIATE)
