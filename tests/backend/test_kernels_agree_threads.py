@@ -340,6 +340,7 @@ def test_batch_norm_gives_the_same_bits_at_any_thread_count(monkeypatch, batch_s
     from minidl.backend.numba_cpu import batch_norm
 
     monkeypatch.setattr(batch_norm, "TASK_ELEMENTS", task_elements)
+    monkeypatch.setattr(batch_norm, "RUN_ELEMENTS", 1)  # blocks as small as task_elements asks
     rng = np.random.default_rng(11)
     channels = shape[1]
     x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
