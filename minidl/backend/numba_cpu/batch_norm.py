@@ -20,11 +20,12 @@ order b = 0, 1, ... Forward with the batch's statistics (three passes over the b
 passes): Σg and Σg·(x - mean) per plane, added per channel into dbias and dweight/rstd, then dx
 plane by plane. Accumulators and the per-channel arithmetic are float64, as in the reference.
 
-**Why three passes cost about one.** A block is small enough for the core's own cache (a
-CIFAR layer's channel is 64 planes of 32x32 float32, 256 KiB), so only the first pass reads
-memory: the second and third re-read the block from cache. Passes over the whole batch, one
-after the other, would read all of x from memory three times (and start the threads three
-times).
+**Why the later passes are cheap.** A block is small enough to stay in a core's own cache (in
+the first CIFAR layer, 2 channels of 64 planes of 32x32 float32: 512 KiB), so only the first
+pass reads x from memory: the second and third re-read the block from cache. Passes over the
+whole batch, one after the other, read all of x from memory three times and started the
+threads three times (a CIFAR training step's batch norm forward took 3.1 ms that way at two
+threads, 1.95 ms in blocks).
 
 **Why the bits never depend on the thread count.** A channel's statistics and outputs are
 computed by the same compiled function whichever task or thread runs it, adding its planes' sums
