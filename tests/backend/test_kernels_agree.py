@@ -231,22 +231,66 @@ def test_pooling_gives_the_same_bits_on_threads_as_on_one(monkeypatch, padding, 
 
     x = random_array(3, (3, 4, 9, 8), np.float32)
     results = []
-    for threshold in (0, 1 << 60):
-        monkeypatch.setattr(fast_pool, "PARALLEL_MIN_WORK", threshold)
+    # Split over threads; the threaded max-pool loop held to the calling thread; the serial loops.
+    for threaded_from, vectorised_from in ((0, 0), (1 << 60, 0), (1 << 60, 1 << 60)):
+        monkeypatch.setattr(fast_pool, "PARALLEL_MIN_WORK", threaded_from)
+        monkeypatch.setattr(fast_pool, "VECTORISED_MIN_WORK", vectorised_from)
         for window in (((3, 2), (2, 2)), ((2, 2), (2, 2))):
             out, argmax = fast.max_pool2d_forward(x, *window, padding, (1, 1), ceil_mode)
             avg_args = (*window, padding, ceil_mode, True)
             avg = fast.avg_pool2d_forward(x, *avg_args)
             results.append((out, argmax, fast.max_pool2d_backward(out, argmax, x.shape), avg,
                             fast.avg_pool2d_backward(avg, x.shape, *avg_args)))
-    threaded, single = results[:2], results[2:]
-    for a_parts, b_parts in zip(threaded, single):
-        for a, b in zip(a_parts, b_parts):
-            np.testing.assert_array_equal(a, b)
+    threaded = results[:2]
+    for other in (results[2:4], results[4:]):
+        for a_parts, b_parts in zip(threaded, other):
+            for a, b in zip(a_parts, b_parts):
+                np.testing.assert_array_equal(a, b)
     out, argmax = ref.max_pool2d_forward(x, (3, 2), (2, 2), padding, (1, 1), ceil_mode)
     np.testing.assert_array_equal(threaded[0][0], out)
     np.testing.assert_array_equal(threaded[0][1], argmax)
     assert_agree(threaded[0][2], ref.max_pool2d_backward(out, argmax, x.shape), np.float32)
+
+
+def test_mid_sized_max_pooling_runs_the_threaded_loop_on_the_calling_thread(monkeypatch):
+    from minidl.backend.numba_cpu import pool as fast_pool
+
+    load_kernels()  # the kernels, not the NumPy stand-in of a small first call
+    held = []
+    on_calling_thread = fast_pool._on_calling_thread
+    monkeypatch.setattr(fast_pool, "_on_calling_thread",
+                        lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
+    for shape in ((1, 6, 28, 28), (8, 6, 28, 28), (64, 6, 28, 28)):  # 2^12, 2^15, 2^18 cells
+        x = random_array(0, shape, np.float32)
+        out, argmax = fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), False)
+        np.testing.assert_array_equal(out, ref.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0),
+                                                                  (1, 1), False)[0])
+    assert held == [fast_pool._max_pool_parallel]  # the middle size only
+
+
+def test_a_kernel_held_to_the_calling_thread_runs_alone_and_gives_the_count_back():
+    numba = pytest.importorskip("numba")
+    from minidl.backend.numba_cpu import pool as fast_pool
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    before = numba.get_num_threads()
+    seen = []  # the thread count each kernel ran under
+
+    def kernel(fails):
+        seen.append(numba.get_num_threads())
+        if fails:
+            raise FloatingPointError("raised inside the kernel")
+
+    try:
+        numba.set_num_threads(2)
+        fast_pool._on_calling_thread(kernel, False)
+        with pytest.raises(FloatingPointError):
+            fast_pool._on_calling_thread(kernel, True)
+        assert numba.get_num_threads() == 2
+    finally:
+        numba.set_num_threads(before)
+    assert seen == [1, 1]
 
 
 def test_max_pool_2x2_fast_path_is_taken(monkeypatch):

@@ -185,6 +185,7 @@ def elementwise_threads(monkeypatch):
     from minidl.backend.numba_cpu import elementwise
 
     monkeypatch.setattr(elementwise, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(elementwise, "RELU_PARALLEL_MIN_WORK", 0)
     return elementwise
 
 
@@ -294,6 +295,28 @@ def test_relu_and_its_gradient_give_the_references_bits(elementwise_threads):
                                   array_ops.relu_backward(grad, x))
     np.testing.assert_array_equal(elementwise_threads.relu_backward(grad, x.T.copy().T),
                                   array_ops.relu_backward(grad, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_relu_below_the_floor_runs_the_compiled_loop_on_the_calling_thread(monkeypatch,
+                                                                             dtype):
+    from minidl.backend.numba_cpu import elementwise, loading
+    from minidl.backend.reference import array_ops
+
+    used = []
+    kernel = loading._kernel
+    monkeypatch.setattr(loading, "_kernel", lambda module, name: used.append(name)
+                        or kernel(module, name))
+    x = np.random.default_rng(5).standard_normal((3000, 11)).astype(dtype)  # from SMALL_WORK
+    x[0, :4] = [np.nan, -0.0, 0.0, -np.inf]
+    ours = elementwise.relu(x)
+    np.testing.assert_array_equal(ours, array_ops.relu(x))
+    assert ours.dtype == dtype and not np.signbit(ours).any()
+    assert used == ["relu_span"]
+    # A view that is not row-major, float16, and a small array stay with NumPy.
+    for other in (x.T, x.astype(np.float16), x[:2].copy()):
+        np.testing.assert_array_equal(elementwise.relu(other), array_ops.relu(other))
+    assert used == ["relu_span"]
 
 
 # -- random draws: the reference's words, on threads ----------------------------------------------

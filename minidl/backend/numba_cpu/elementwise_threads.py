@@ -127,7 +127,9 @@ def select_spans(condition, a, b, out):
 
 
 @njit(cache=True)
-def _relu_span(a, out):
+def relu_span(a, out):
+    """max(a, 0) on the calling thread, all flat: :func:`relu_spans`' loop, one span of any
+    length, so the same bits."""
     zero = out.dtype.type(0)
     for k in range(out.size):  # from 0, so that it vectorises (see _binary_span)
         value = a[k]
@@ -139,7 +141,7 @@ def relu_spans(a, out):
     """max(a, 0) as NumPy computes it: NaN stays NaN, -0.0 becomes +0.0."""
     for span in prange((out.size + SPAN - 1) // SPAN):
         first, last = span * SPAN, min(out.size, (span + 1) * SPAN)
-        _relu_span(a[first:last], out[first:last])
+        relu_span(a[first:last], out[first:last])
 
 
 @njit(cache=True, parallel=True)
