@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import sys
 import threading
 
 # The symbol OpenBLAS exports to set its thread count, under each build's name mangling
@@ -44,6 +43,13 @@ _OPENBLAS_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_thre
 OPENBLAS_AT_ONE_THREAD = True
 
 _requested: int | None = None
+
+# Whether the CPU backend's loader has made the process-wide settings Numba's threads need
+# (numba_cpu/process_settings.py): OpenMP reads OMP_WAIT_POLICY once, when its threads start,
+# and telling Numba a thread count starts them. So before that, set_num_threads only records
+# the count, even when the user's own code has imported Numba already; the loader gives it to
+# Numba after the settings (else the workers would spin between kernels, see there).
+numba_threads_may_start = False
 
 
 class NumbaThreadCount(threading.local):
@@ -107,8 +113,8 @@ def set_num_threads(count: int) -> None:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
     _requested = count
     NumbaThreadCount.wanted += 1
-    # Numba (~0.2 s to import) is told now if it is loaded, else when the kernels load.
-    if "numba" in sys.modules:
+    # Numba (~0.2 s to import) is told now if minidl's kernels are loaded, else when they load.
+    if numba_threads_may_start:
         apply_to_numba()
     for library in _loaded_openblas():
         _call_first(library, _OPENBLAS_SETTERS,  # why one: the module's docstring

@@ -105,3 +105,24 @@ def test_keep_freed_memory_makes_glibc_serve_and_keep_large_blocks_in_the_heap()
 def test_keep_freed_memory_leaves_the_users_choice(variable, value):
     # Not applied, and glibc behaves as the user's variable (or its default) says.
     assert malloc_probe("apply", **{variable: value}) == ["False", "True", "False"]
+
+
+def test_openmp_threads_start_only_after_the_settings_even_if_numba_came_first():
+    # OpenMP reads OMP_WAIT_POLICY once, when its threads start, and numba.set_num_threads
+    # starts them: a count set while the user's code had already imported Numba must wait for
+    # the backend's settings, or Numba's workers spin between kernels for the whole process.
+    script = """
+import json, os
+import numba
+import numpy as np
+from numba.np.ufunc import parallel
+import minidl as md
+md.set_num_threads(1)
+started_early = parallel._is_initialized
+md.tensor(np.ones((512, 1024), np.float32)).relu().sum()  # loads the kernels
+print(json.dumps([started_early, os.environ.get("OMP_WAIT_POLICY"), numba.get_num_threads()]))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "MINIDL_CPU_TUNING")}
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert json.loads(out) == [False, "PASSIVE", 1]

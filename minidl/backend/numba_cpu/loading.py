@@ -41,7 +41,9 @@ import threading
 import numpy as np
 
 from ..reference import ReferenceBackend
+from .. import threads
 from ..threads import apply_to_numba, numba_thread_count
+from .process_settings import apply_process_settings
 
 SMALL_WORK = 1 << 15
 """Elements below which a stand-in runs NumPy (the reference stays under ~1 ms there)."""
@@ -70,6 +72,8 @@ def load_kernels() -> None:
     with _lock:
         for name in _KERNEL_MODULES:
             importlib.import_module(f"{__package__}.{name}")
+        apply_process_settings()  # before Numba's threads can start: they read them once
+        threads.numba_threads_may_start = True
         apply_to_numba()  # a thread count set before Numba was loaded
         _state["loaded"] = True
 

@@ -2,7 +2,8 @@
 
 Both change how the whole process behaves, not just minidl, so they are listed here rather than
 buried in a kernel module, applied once when the CPU backend is first used (the first op on a
-CPU tensor, never at ``import minidl``), and skipped entirely with ``MINIDL_CPU_TUNING=0``:
+CPU tensor) or its kernels load, always before Numba's threads start, never at ``import
+minidl``, and skipped entirely with ``MINIDL_CPU_TUNING=0``:
 
 * **OpenMP waits passively** (``OMP_WAIT_POLICY=PASSIVE``, unless the user already set it). The
   matrix products own the cores (BLAS runs its own thread pool). Two thread pools on few cores
