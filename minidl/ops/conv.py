@@ -187,7 +187,9 @@ def conv2d_of_pairs(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tupl
     if w_shape[1] * groups != x_shape[1]:
         raise ValueError(f"conv2d: input of shape {x_shape} has {x_shape[1]} channels, weight "
                          f"of shape {w_shape} expects {w_shape[1] * groups}")
-    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+    # Pair by pair rather than min() of each: three C calls fewer on every convolution.
+    if stride[0] < 1 or stride[1] < 1 or dilation[0] < 1 or dilation[1] < 1 \
+            or padding[0] < 0 or padding[1] < 0:
         raise ValueError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "
                          f"stride={stride}, dilation={dilation}, padding={padding}")
     check_bias_and_dtype("conv2d", x, weight, bias)
