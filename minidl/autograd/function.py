@@ -164,12 +164,14 @@ class Function:
         else:
             node.needs_input_grad = _NO_GRADIENTS[len(inputs)] if len(inputs) < 8 \
                 else (False,) * len(inputs)
-        # One and two inputs (most ops) by index: unpacking an iterator costs more than the
-        # rest of this block.
+        # One to three inputs (most ops; three: a convolution, linear layer or batch norm with
+        # its bias) by index: unpacking an iterator costs more than the rest of this block.
         if len(inputs) == 1:
             out_data = node.forward(inputs[0].data, **attrs)
         elif len(inputs) == 2:
             out_data = node.forward(inputs[0].data, inputs[1].data, **attrs)
+        elif len(inputs) == 3:
+            out_data = node.forward(inputs[0].data, inputs[1].data, inputs[2].data, **attrs)
         else:
             out_data = node.forward(*map(_data_of, inputs), **attrs)
         # The output Tensor, made as Tensor._wrap makes it but inline (one call fewer for every

@@ -147,8 +147,18 @@ def sigmoid(a):
     return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
 
 
+# A zero of each dtype as a 0-d array: np.maximum(a, 0) with a Python int first decides what
+# dtype the int should take beside a's (NumPy's promotion of weak scalars), which cost ~0.3 µs
+# of a small ReLU's ~1.7; a zero of a's own dtype leaves nothing to decide, and the result
+# keeps a's dtype without the astype that the int needed.
+_ZERO_OF_DTYPE: dict = {}
+
+
 def relu(a):
-    return np.maximum(a, 0).astype(a.dtype, copy=False)
+    zero = _ZERO_OF_DTYPE.get(a.dtype)
+    if zero is None:
+        zero = _ZERO_OF_DTYPE[a.dtype] = np.zeros((), a.dtype)
+    return np.maximum(a, zero)
 
 
 def relu_backward(grad, x):
