@@ -11,6 +11,8 @@ input pixels it was copied from.
 
 from __future__ import annotations
 
+import functools
+
 from ..autograd.function import Function, ReadsInputsWhenRecorded
 from ..autograd.tensor import Tensor
 from ..backend.conv_arithmetic import conv_output_size
@@ -20,6 +22,19 @@ from .shape import cat
 from .size_arguments import int_pair
 
 
+@functools.lru_cache(maxsize=256)
+def _output_size(in_hw: tuple, kernel_size: tuple, stride: tuple, padding: tuple,
+                 dilation: tuple) -> tuple:
+    """(out_h, out_w) of a convolution of an in_hw map (an error when either is empty).
+
+    Remembered by geometry: a network calls each of its convolutions on the same sizes at every
+    forward, and a cache hit is answered in C, without the two Python calls of computing it (a
+    single sample's forward is bound by such calls). An error is raised again each time, never
+    cached."""
+    return tuple(conv_output_size(*axis) for axis in zip(in_hw, kernel_size, stride, padding,
+                                                         dilation))
+
+
 class Conv2dFunction(ReadsInputsWhenRecorded, Function):
     def forward(self, x, weight, bias=None, *, stride, padding, dilation, groups):
         be = self.backend
@@ -27,9 +42,7 @@ class Conv2dFunction(ReadsInputsWhenRecorded, Function):
         out_channels, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups, self.weight = x.shape, groups, weight
-        out_h = conv_output_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
-        out_w = conv_output_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
-        self.out_hw = (out_h, out_w)
+        self.out_hw = out_h, out_w = _output_size(x.shape[2:], *self.geometry)
         cols = be.im2col(x, *self.geometry)                     # (C·kh·kw, N·L)
         # Input channels are the slowest-varying part of a column row, so each group's rows
         # form one block, and image i's columns are the i-th block of L: (g, C/g·kh·kw, N, L).

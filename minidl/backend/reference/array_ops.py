@@ -334,11 +334,13 @@ def _matrix_product(a, b):
     """a (m, k) @ b (k, n); threads share it by output rows, each part one BLAS call on its
     rows of a and the whole of b (never a range of k: every element keeps its sum)."""
     (m, k), n = a.shape, b.shape[1]
-    if not (SPLIT_PLAIN_PRODUCTS and worth_splitting(m * k * n)):
-        # A product too small to split (any single sample's) asks one question, not the two
-        # of part_count, which begins with this one.
+    work = m * k * n
+    # A product too small to split (any single sample's) asks one question, not the two of
+    # part_count, which begins with this one; below twice the parallel minimum (worth_splitting's
+    # first test, inline) it asks none: a Python call is a fair part of a small product's time.
+    if work < 2 * PARALLEL_MIN_WORK or not (SPLIT_PLAIN_PRODUCTS and worth_splitting(work)):
         return np.matmul(a, b)
-    parts = part_count(m // _ROW_TILE, m * k * n)
+    parts = part_count(m // _ROW_TILE, work)
     if parts == 1:
         return np.matmul(a, b)
     if _is_gram_product(a, b):
@@ -352,7 +354,7 @@ def _matrix_product(a, b):
         first = round(start / _ROW_TILE) * _ROW_TILE
         last = m if stop == m else round(stop / _ROW_TILE) * _ROW_TILE
         np.matmul(a[first:last], b, out=out[first:last])
-    compute_in_parts(rows, m, parts, work=m * k * n)
+    compute_in_parts(rows, m, parts, work=work)
     return out
 
 
