@@ -142,9 +142,11 @@ class Function:
                 raise ValueError(
                     f"{cls.__name__}: inputs are on different devices "
                     f"({', '.join(t.device for t in inputs)}); move them with .to(device)")
-            if tensor.requires_grad:
+            # With grad mode off nothing is recorded whatever the inputs ask, so their flags
+            # and view versions are not read at all (inference's every op).
+            if grad_enabled and tensor.requires_grad:
                 any_needs_grad = True
-                if grad_enabled and tensor._view_version is not None and \
+                if tensor._view_version is not None and \
                         tensor._view_version != tensor._version_cell[0]:
                     raise RuntimeError(
                         f"{cls.__name__}: an input is a view taken before its memory was "
@@ -153,7 +155,7 @@ class Function:
         node = cls()
         # get_backend's answers, looked up without calling it (one Python frame fewer per op).
         node.backend = backends_by_name.get(device) or get_backend(device)
-        requires_grad = any_needs_grad and grad_enabled and cls.differentiable
+        requires_grad = any_needs_grad and cls.differentiable
         # Known before forward, so a forward can skip saving what no gradient will read
         # (MulFunction keeps a only when b needs a gradient); in-place edits of unsaved
         # tensors stay legal.
@@ -162,12 +164,14 @@ class Function:
         else:
             node.needs_input_grad = _NO_GRADIENTS[len(inputs)] if len(inputs) < 8 \
                 else (False,) * len(inputs)
-        # One and two inputs (most ops) by index: unpacking an iterator costs more than the
-        # rest of this block.
+        # One to three inputs (most ops; three: a convolution, linear layer or batch norm with
+        # its bias) by index: unpacking an iterator costs more than the rest of this block.
         if len(inputs) == 1:
             out_data = node.forward(inputs[0].data, **attrs)
         elif len(inputs) == 2:
             out_data = node.forward(inputs[0].data, inputs[1].data, **attrs)
+        elif len(inputs) == 3:
+            out_data = node.forward(inputs[0].data, inputs[1].data, inputs[2].data, **attrs)
         else:
             out_data = node.forward(*map(_data_of, inputs), **attrs)
         # The output Tensor, made as Tensor._wrap makes it but inline (one call fewer for every

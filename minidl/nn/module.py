@@ -185,7 +185,8 @@ class Module:
         if tracing.active is not None:
             return tracing.active.on_module(self, args, kwargs,
                                             lambda: self.forward(*args, **kwargs))
-        return self.forward(*args, **kwargs)
+        # Spreading an empty dict still builds one for the callee: most calls have no kwargs.
+        return self.forward(*args, **kwargs) if kwargs else self.forward(*args)
 
     def _call_forward(self, args: tuple, kwargs: dict):
         if tracing.active is not None:

@@ -137,6 +137,8 @@ def broadcast_shape(op: str, *shapes) -> tuple:
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
     """A possibly negative axis as a non-negative one, or a ValueError naming the op."""
+    if type(axis) is int and -ndim <= axis < ndim:  # the usual case, in one test (not a bool)
+        return axis % ndim
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     if not -max(ndim, 1) <= axis < max(ndim, 1):

@@ -507,9 +507,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if len(x_shape) < 2:
         raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), got {x_shape}")
     channels = x_shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.data.shape) != (channels,):
+    per_channel = (channels,)
+    # The tensors alone, their names looked up only for an error: pairing each with its name
+    # built five tuples per call.
+    for t in (running_mean, running_var, weight, bias):
+        if t is not None and tuple(t.data.shape) != per_channel:
+            name = next(name for name, given in (("running_mean", running_mean),
+                                                 ("running_var", running_var),
+                                                 ("weight", weight), ("bias", bias))
+                        if given is t)
             raise ValueError(f"batch_norm: {name} has shape {t.shape}, expected ({channels},) "
                              f"for input of shape {x_shape}")
     inputs = (x,) if weight is None else (x, weight, bias)

@@ -323,8 +323,9 @@ def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
     assert calls.count(("autograd/function.py", "apply")) == 10  # one op per layer
     # Below the ops, the backend's glue: 90 functions, and NumPy's three swapaxes wrappers,
     # before get_backend, the thread check and the conv and pooling geometry stopped being a
-    # call per op or per kernel. The count includes the six kernels themselves, which Numba
-    # reports as frames while a profiler runs.
+    # call per op or per kernel; 58 before a convolution's output size was remembered and a
+    # small product stopped asking whether to split. The count includes the six kernels
+    # themselves, which Numba reports as frames while a profiler runs.
     previous = use_cpu_backend("numba")  # the default, whatever MINIDL_CPU_BACKEND says
     try:
         with md.no_grad():
@@ -333,7 +334,7 @@ def test_a_small_cnns_inference_enters_few_functions_above_the_backend():
             below = package_calls(lambda: model(x), ("backend",))
     finally:
         use_cpu_backend(previous)
-    assert len(below) <= 58, below
+    assert len(below) <= 51, below
     assert not [c for c in calls if c[0] == "fromnumeric.py"], calls
     np.testing.assert_array_equal(model(x).numpy(), expected)
 

@@ -94,3 +94,25 @@ def test_flatten_builds_its_shape_without_reshapes_checks(x):
     assert ("shape.py", "reshape") not in calls, calls
     np.testing.assert_array_equal(md.flatten(x, 1).numpy(), x.numpy().reshape(2, 48))
     assert md.flatten(x, 3) is x and md.flatten(md.tensor(2.0)).shape == (1,)
+
+
+def test_a_convolutions_output_size_is_worked_out_once_per_geometry():
+    # A network calls each convolution on the same sizes at every forward: the op remembers
+    # (out_h, out_w) by geometry rather than call conv_output_size twice each time, and an
+    # empty output is still refused on every call (errors are never remembered).
+    from minidl.backend import use_cpu_backend
+    from minidl.backend.numba_cpu import load_kernels
+    load_kernels()
+    x, weight = md.ones(1, 2, 7, 5), md.ones(3, 2, 3, 2)
+    previous = use_cpu_backend("numba")  # whose im2col remembers its geometry too
+    try:
+        with md.no_grad():
+            expected = F.conv2d(x, weight, None, 1, (1, 0)).numpy()
+            calls = python_calls(lambda: F.conv2d(x, weight, None, 1, (1, 0)))
+            for _ in range(2):
+                with pytest.raises(ValueError, match="convolution output would be empty"):
+                    F.conv2d(md.ones(1, 2, 2, 1), weight)
+    finally:
+        use_cpu_backend(previous)
+    assert not [c for c in calls if c[1] == "conv_output_size"], calls
+    assert expected.shape == (1, 3, 7, 4)  # 7 + 2 - 3 + 1 rows, 5 - 2 + 1 columns

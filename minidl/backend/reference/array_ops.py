@@ -147,8 +147,18 @@ def sigmoid(a):
     return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False)
 
 
+# A zero of each dtype as a 0-d array: np.maximum(a, 0) with a Python int first decides what
+# dtype the int should take beside a's (NumPy's promotion of weak scalars), which cost ~0.3 µs
+# of a small ReLU's ~1.7; a zero of a's own dtype leaves nothing to decide, and the result
+# keeps a's dtype without the astype that the int needed.
+_ZERO_OF_DTYPE: dict = {}
+
+
 def relu(a):
-    return np.maximum(a, 0).astype(a.dtype, copy=False)
+    zero = _ZERO_OF_DTYPE.get(a.dtype)
+    if zero is None:
+        zero = _ZERO_OF_DTYPE[a.dtype] = np.zeros((), a.dtype)
+    return np.maximum(a, zero)
 
 
 def relu_backward(grad, x):
@@ -324,11 +334,13 @@ def _matrix_product(a, b):
     """a (m, k) @ b (k, n); threads share it by output rows, each part one BLAS call on its
     rows of a and the whole of b (never a range of k: every element keeps its sum)."""
     (m, k), n = a.shape, b.shape[1]
-    if not (SPLIT_PLAIN_PRODUCTS and worth_splitting(m * k * n)):
-        # A product too small to split (any single sample's) asks one question, not the two
-        # of part_count, which begins with this one.
+    work = m * k * n
+    # A product too small to split (any single sample's) asks one question, not the two of
+    # part_count, which begins with this one; below twice the parallel minimum (worth_splitting's
+    # first test, inline) it asks none: a Python call is a fair part of a small product's time.
+    if work < 2 * PARALLEL_MIN_WORK or not (SPLIT_PLAIN_PRODUCTS and worth_splitting(work)):
         return np.matmul(a, b)
-    parts = part_count(m // _ROW_TILE, m * k * n)
+    parts = part_count(m // _ROW_TILE, work)
     if parts == 1:
         return np.matmul(a, b)
     if _is_gram_product(a, b):
@@ -342,7 +354,7 @@ def _matrix_product(a, b):
         first = round(start / _ROW_TILE) * _ROW_TILE
         last = m if stop == m else round(stop / _ROW_TILE) * _ROW_TILE
         np.matmul(a[first:last], b, out=out[first:last])
-    compute_in_parts(rows, m, parts, work=m * k * n)
+    compute_in_parts(rows, m, parts, work=work)
     return out
 
 
