@@ -47,16 +47,17 @@ def test_max_pooling_reads_its_window_arguments_without_generator_frames():
 
 
 @pytest.mark.parametrize("transpose_a, transpose_b", [(False, True), (True, False)])
-def test_a_small_transposed_product_is_a_view_and_one_question_before_blas(transpose_a,
-                                                                           transpose_b):
+def test_a_small_transposed_product_is_a_view_and_no_question_before_blas(transpose_a,
+                                                                          transpose_b):
     # A Linear layer's x @ Wᵀ: np.swapaxes went through three NumPy Python wrappers, and a
-    # product too small to split asked part_count, which asks worth_splitting.
+    # product too small to split asked part_count, which asks worth_splitting: now a product
+    # under worth_splitting's first bound goes to BLAS without a call.
     rng = np.random.default_rng(0)
     a = rng.standard_normal((5, 1) if transpose_a else (1, 5)).astype(np.float32)
     b = rng.standard_normal((3, 5) if transpose_b else (5, 3)).astype(np.float32)
     product = fast.matmul(a, b, transpose_a, transpose_b)
     calls = python_calls(lambda: fast.matmul(a, b, transpose_a, transpose_b))
-    assert [c[1] for c in calls[1:]] == ["matmul", "_matrix_product", "worth_splitting"], calls
+    assert [c[1] for c in calls[1:]] == ["matmul", "_matrix_product"], calls
     np.testing.assert_array_equal(product, (a.T if transpose_a else a) @ (b.T if transpose_b
                                                                           else b))
 
