@@ -138,22 +138,32 @@ def _scaled_exp_of_difference_float32(high_value, low_value):
 
 # Short rows (attention's 64 keys) are too short for folding: a fold of 32, 16, 8 values is
 # shorter than LLVM's vectorised loop body (a few vectors, unrolled), so each fold ran in its
-# scalar remainder. Softmax instead keeps _LANES running maxima and sums, lane j taking the
-# elements j, j + _LANES, ...: an inner loop of exactly _LANES steps, which LLVM turns into
-# whole-vector operations, then the lanes are combined as a fixed tree. The order depends on
-# the width alone, so every thread count gives the same bits.
+# scalar remainder. The kernels below instead keep a row's running maxima and sums in lanes,
+# lane j taking the elements j, j + lanes, j + 2·lanes, ...: an inner loop of a fixed number
+# of steps, which LLVM turns into whole-vector operations, then the lanes are combined as a
+# fixed tree. The order depends on the width alone, so every thread count gives the same bits.
+# How many lanes was measured per loop (rows of 64 and 128 floats): a plain sum of products
+# runs best over _SUM_LANES, which LLVM's loop vectoriser takes as a few unrolled vectors
+# (16 lanes: 1.6-1.7x slower, layer norm's statistics and softmax's gradient); loops doing more per
+# element (the exp, layer norm's gradient terms) over _LANES (64: 1.2-1.3x slower).
 _LANES = 16
+_SUM_LANES = 64
 
 
 @njit(cache=True, inline="always")
-def _lanes_total(lanes):
-    """Σ lanes (``_LANES`` values, overwritten) as a fixed tree of halves."""
-    half = _LANES // 2
+def _lanes_total(lanes, count):
+    """Σ lanes[:count] (count a power of two) as a fixed tree of halves, leaving every lane 0
+    for the next row's sum. ``count`` is a module constant, so the inlined tree's loops have
+    fixed lengths, and LLVM unrolls and vectorises them."""
+    half = count // 2
     while half:
         for lane in range(half):
             lanes[lane] += lanes[lane + half]
+            lanes[lane + half] = 0.0
         half //= 2
-    return lanes[0]
+    total = lanes[0]
+    lanes[0] = 0.0
+    return total
 
 
 @njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
@@ -164,9 +174,7 @@ def _softmax_rows_vectorised(x, out, take_log):
     exps summed in float64: exp(x - max)·2^64 (:func:`_scaled_exp_of_difference_float32`)
     goes into ``out`` as it is computed and into its lane's float64 sum; then ``out`` is scaled
     by 1/sum in place. The 2^64 cancels in the ratio, and keeps entries as small as float32's
-    subnormals accurate until that one last rounding. The row is indexed directly, never
-    passed to a helper: Numba counts a reference to every array a helper takes, even an
-    inlined one, an atomic add and subtract per row. Log-softmax: the exps are only summed
+    subnormals accurate until that one last rounding. Log-softmax: the exps are only summed
     (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written. A NaN in the row, or a
     max of ±inf (inf - inf), makes a NaN exp, so the sum and then every entry are NaN, as in
     the reference's exp(x - max) (a NaN may or may not win the max; the row is NaN either way).
@@ -179,10 +187,11 @@ def _softmax_rows_vectorised(x, out, take_log):
             _log_softmax_row(row, _largest(row, scratch), out[r], scratch, False)
         return
     maxima = np.empty(_LANES, np.float32)
-    sums = np.empty(_LANES)
+    sums = np.zeros(_LANES)
     whole = width - width % _LANES  # the row's elements in whole groups of _LANES
     for r in range(rows):
-        maxima[:] = -np.inf
+        for lane in range(_LANES):
+            maxima[lane] = -np.inf
         for start in range(0, whole, _LANES):
             for lane in range(_LANES):
                 value = x[r, start + lane]
@@ -197,7 +206,6 @@ def _softmax_rows_vectorised(x, out, take_log):
                 maxima[lane] = other if other > maxima[lane] else maxima[lane]
             half //= 2
         largest = maxima[0]
-        sums[:] = 0.0
         for start in range(0, whole, _LANES):
             for lane in range(_LANES):
                 value = _scaled_exp_of_difference_float32(largest, x[r, start + lane])
@@ -207,12 +215,7 @@ def _softmax_rows_vectorised(x, out, take_log):
             value = _scaled_exp_of_difference_float32(largest, x[r, k])
             out[r, k] = value
             sums[k - whole] += np.float64(value)
-        half = _LANES // 2
-        while half:
-            for lane in range(half):
-                sums[lane] += sums[lane + half]
-            half //= 2
-        inv_total = np.float32(1.0 / sums[0])
+        inv_total = np.float32(1.0 / _lanes_total(sums, _LANES))
         for k in range(width):
             out[r, k] = out[r, k] * inv_total
 
@@ -259,16 +262,15 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
 @njit(cache=True)
 def _softmax_backward_rows(grad, out, dx):
     rows, width = out.shape
-    dots = np.empty(_LANES)  # Σ grad ⊙ out in lanes, as softmax's sums (see _LANES)
-    whole = width - width % _LANES
+    dots = np.zeros(_SUM_LANES)  # Σ grad ⊙ out in lanes, as softmax's sums (see _SUM_LANES)
+    whole = width - width % _SUM_LANES
     for r in range(rows):
-        dots[:] = 0.0
-        for start in range(0, whole, _LANES):
-            for lane in range(_LANES):
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
                 dots[lane] += grad[r, start + lane] * out[r, start + lane]
         for k in range(whole, width):
             dots[k - whole] += grad[r, k] * out[r, k]
-        dot = _lanes_total(dots)
+        dot = _lanes_total(dots, _SUM_LANES)
         for k in range(width):
             dx[r, k] = out[r, k] * (grad[r, k] - dot)
 
@@ -657,26 +659,24 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
 @njit(cache=True)
 def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, mean, rstd):
     rows, width = x.shape
-    totals = np.empty(_LANES)
-    whole = width - width % _LANES  # the row's elements in whole groups of _LANES
+    totals = np.zeros(_SUM_LANES)
+    whole = width - width % _SUM_LANES  # the row's elements in whole groups of _SUM_LANES
     for r in range(rows):
-        totals[:] = 0.0
-        for start in range(0, whole, _LANES):
-            for lane in range(_LANES):
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
                 totals[lane] += x[r, start + lane]
         for k in range(whole, width):
             totals[k - whole] += x[r, k]
-        row_mean = _lanes_total(totals) / width
+        row_mean = _lanes_total(totals, _SUM_LANES) / width
         # Second pass over the centred values: exact where E[x^2] - E[x]^2 would cancel.
-        totals[:] = 0.0
-        for start in range(0, whole, _LANES):
-            for lane in range(_LANES):
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
                 centered = x[r, start + lane] - row_mean
                 totals[lane] += centered * centered
         for k in range(whole, width):
             centered = x[r, k] - row_mean
             totals[k - whole] += centered * centered
-        row_rstd = 1.0 / math.sqrt(_lanes_total(totals) / width + eps)
+        row_rstd = 1.0 / math.sqrt(_lanes_total(totals, _SUM_LANES) / width + eps)
         mean[r] = row_mean
         rstd[r] = row_rstd
         for k in range(width):
@@ -700,8 +700,8 @@ def _layer_norm_terms(grad_value, x_value, weight_value, has_weight, row_mean, r
 def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, partial_dweight, partial_dbias):
     rows, width = x.shape
     chunks = partial_dweight.shape[0]
-    sums_g = np.empty(_LANES)
-    sums_g_xhat = np.empty(_LANES)
+    sums_g = np.zeros(_LANES)
+    sums_g_xhat = np.zeros(_LANES)
     whole = width - width % _LANES  # the row's elements in whole groups of _LANES
     # Rows are split into contiguous chunks; each chunk sums its own dweight/dbias rows, so the
     # parameter gradients need no atomics and are reduced once at the end.
@@ -712,8 +712,6 @@ def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, par
             row_mean = mean[r]
             row_rstd = rstd[r]
             # mean(g) and mean(g * xhat) with g = grad * weight, each summed in lanes
-            sums_g[:] = 0.0
-            sums_g_xhat[:] = 0.0
             for start in range(0, whole, _LANES):
                 for lane in range(_LANES):
                     k = start + lane
@@ -721,19 +719,19 @@ def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, par
                                                 else 1.0, has_weight, row_mean, row_rstd)
                     sums_g[lane] += g
                     sums_g_xhat[lane] += g * xhat
-                    if has_weight:
-                        partial_dweight[chunk, k] += grad[r, k] * xhat
-                        partial_dbias[chunk, k] += grad[r, k]
-            for k in range(whole, width):
+            for lane in range(width - whole):
+                k = whole + lane
                 g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
                                             else 1.0, has_weight, row_mean, row_rstd)
-                sums_g[k - whole] += g
-                sums_g_xhat[k - whole] += g * xhat
-                if has_weight:
+                sums_g[lane] += g
+                sums_g_xhat[lane] += g * xhat
+            if has_weight:  # a loop of its own: in the one above it stopped the vectoriser
+                for k in range(width):
+                    xhat = (x[r, k] - row_mean) * row_rstd
                     partial_dweight[chunk, k] += grad[r, k] * xhat
                     partial_dbias[chunk, k] += grad[r, k]
-            mean_g = _lanes_total(sums_g) / width
-            mean_g_xhat = _lanes_total(sums_g_xhat) / width
+            mean_g = _lanes_total(sums_g, _LANES) / width
+            mean_g_xhat = _lanes_total(sums_g_xhat, _LANES) / width
             for k in range(width):
                 g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
                                             else 1.0, has_weight, row_mean, row_rstd)
