@@ -142,10 +142,12 @@ def _scaled_exp_of_difference_float32(high_value, low_value):
 # lane j taking the elements j, j + lanes, j + 2·lanes, ...: an inner loop of a fixed number
 # of steps, which LLVM turns into whole-vector operations, then the lanes are combined as a
 # fixed tree. The order depends on the width alone, so every thread count gives the same bits.
-# How many lanes was measured per loop (rows of 64 and 128 floats): a plain sum of products
-# runs best over _SUM_LANES, which LLVM's loop vectoriser takes as a few unrolled vectors
-# (16 lanes: 1.6-1.7x slower, layer norm's statistics and softmax's gradient); loops doing more per
-# element (the exp, layer norm's gradient terms) over _LANES (64: 1.2-1.3x slower).
+# How many lanes was measured per loop (rows of 64 and 128 floats): a plain sum (of values or
+# products) runs best over _SUM_LANES, which LLVM's loop vectoriser takes as a few unrolled
+# vectors (16 lanes: 1.6-1.7x slower, layer norm's statistics and softmax's gradient); layer
+# norm's gradient terms over _LANES (64: 1.3x slower); softmax's max the same either way. A sum
+# is best kept a loop of its own: softmax's exps summed as they were made took 1.2x longer
+# than made in one plain loop, then summed in another.
 _LANES = 16
 _SUM_LANES = 64
 
@@ -172,8 +174,7 @@ def _softmax_rows_vectorised(x, out, take_log):
 
     Softmax computes in float32 -- twice float64's lanes per vector instruction -- with the
     exps summed in float64: exp(x - max)·2^64 (:func:`_scaled_exp_of_difference_float32`)
-    goes into ``out`` as it is computed and into its lane's float64 sum; then ``out`` is scaled
-    by 1/sum in place. The 2^64 cancels in the ratio, and keeps entries as small as float32's
+    goes into ``out``, is summed from there, and ``out`` is scaled by 1/sum in place. The 2^64 cancels in the ratio, and keeps entries as small as float32's
     subnormals accurate until that one last rounding. Log-softmax: the exps are only summed
     (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written. A NaN in the row, or a
     max of ±inf (inf - inf), makes a NaN exp, so the sum and then every entry are NaN, as in
@@ -187,8 +188,9 @@ def _softmax_rows_vectorised(x, out, take_log):
             _log_softmax_row(row, _largest(row, scratch), out[r], scratch, False)
         return
     maxima = np.empty(_LANES, np.float32)
-    sums = np.zeros(_LANES)
+    sums = np.zeros(_SUM_LANES)
     whole = width - width % _LANES  # the row's elements in whole groups of _LANES
+    whole_sum = width - width % _SUM_LANES
     for r in range(rows):
         for lane in range(_LANES):
             maxima[lane] = -np.inf
@@ -206,16 +208,14 @@ def _softmax_rows_vectorised(x, out, take_log):
                 maxima[lane] = other if other > maxima[lane] else maxima[lane]
             half //= 2
         largest = maxima[0]
-        for start in range(0, whole, _LANES):
-            for lane in range(_LANES):
-                value = _scaled_exp_of_difference_float32(largest, x[r, start + lane])
-                out[r, start + lane] = value
-                sums[lane] += np.float64(value)
-        for k in range(whole, width):
-            value = _scaled_exp_of_difference_float32(largest, x[r, k])
-            out[r, k] = value
-            sums[k - whole] += np.float64(value)
-        inv_total = np.float32(1.0 / _lanes_total(sums, _LANES))
+        for k in range(width):
+            out[r, k] = _scaled_exp_of_difference_float32(largest, x[r, k])
+        for start in range(0, whole_sum, _SUM_LANES):  # summed apart: see _SUM_LANES
+            for lane in range(_SUM_LANES):
+                sums[lane] += np.float64(out[r, start + lane])
+        for k in range(whole_sum, width):
+            sums[k - whole_sum] += np.float64(out[r, k])
+        inv_total = np.float32(1.0 / _lanes_total(sums, _SUM_LANES))
         for k in range(width):
             out[r, k] = out[r, k] * inv_total
 
