@@ -725,17 +725,17 @@ def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, par
                                             else 1.0, has_weight, row_mean, row_rstd)
                 sums_g[lane] += g
                 sums_g_xhat[lane] += g * xhat
-            if has_weight:  # a loop of its own: in the one above it stopped the vectoriser
-                for k in range(width):
-                    xhat = (x[r, k] - row_mean) * row_rstd
-                    partial_dweight[chunk, k] += grad[r, k] * xhat
-                    partial_dbias[chunk, k] += grad[r, k]
             mean_g = _lanes_total(sums_g, _LANES) / width
             mean_g_xhat = _lanes_total(sums_g_xhat, _LANES) / width
+            # dweight and dbias are summed here, not in the loop above: there they stopped
+            # LLVM from vectorising the lane sums.
             for k in range(width):
                 g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
                                             else 1.0, has_weight, row_mean, row_rstd)
                 dx[r, k] = row_rstd * (g - mean_g - xhat * mean_g_xhat)
+                if has_weight:
+                    partial_dweight[chunk, k] += grad[r, k] * xhat
+                    partial_dbias[chunk, k] += grad[r, k]
 
 
 def layer_norm_forward(x: np.ndarray, weight, bias, eps: float):
