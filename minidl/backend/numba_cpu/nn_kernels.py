@@ -58,7 +58,8 @@ def _softmax_rows(x, out, take_log):
                 out[r, k] = math.exp(x[r, k] - row_max) * inv_total
 
 
-# float32 rows take the vectorised exp of .vector_math, and find their max and sums by folding:
+# float32 log-softmax and cross-entropy rows take the vectorised float64 exp of .vector_math,
+# and find their max and sums by folding (softmax sums in lanes instead, see _LANES below):
 # adding the upper half of a row's values onto its lower half is one loop of independent
 # additions, which LLVM vectorises (a running total is a chain of dependent additions, one every
 # ~4 cycles, that it may not reorder). Folded until a few values remain, the row is summed as a
@@ -727,8 +728,8 @@ def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, par
                 sums_g_xhat[lane] += g * xhat
             mean_g = _lanes_total(sums_g, _LANES) / width
             mean_g_xhat = _lanes_total(sums_g_xhat, _LANES) / width
-            # dweight and dbias are summed here, not in the loop above: there they stopped
-            # LLVM from vectorising the lane sums.
+            # dweight and dbias are summed here, where xhat is already made, rather than in
+            # the loop of the lane sums above.
             for k in range(width):
                 g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
                                             else 1.0, has_weight, row_mean, row_rstd)
