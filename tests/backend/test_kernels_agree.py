@@ -455,6 +455,30 @@ def test_gelu_agrees(shape, approximate, dtype, seed):
     assert_agree(fast.gelu_backward(grad, x, approximate), ref.gelu_backward(grad, x, approximate), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_kernels_agree_across_their_lane_groups(dtype):
+    # Softmax, its gradient and layer norm sum a row in groups of 16 or 64 lanes plus a rest:
+    # widths on each side of a group, with -inf masks (a fully masked row is NaN, as in the
+    # reference's exp(-inf - -inf)) and a NaN.
+    rng = np.random.default_rng(5)
+    for width in (15, 16, 17, 63, 64, 65, 130):
+        x = (rng.standard_normal((6, width)) * 8).astype(dtype)
+        x[1, ::3], x[2], x[3, width // 2] = -np.inf, -np.inf, np.nan
+        grad = rng.standard_normal(x.shape).astype(dtype)
+        with np.errstate(invalid="ignore"):
+            out = ref.softmax(x, 1)
+            assert_agree(fast.softmax(x, 1), out, dtype)
+            assert_agree(fast.softmax_backward(grad, out, 1), ref.softmax_backward(grad, out, 1),
+                         dtype)
+        finite, weight, bias = x[4:], grad[0], grad[1]
+        expected = ref.layer_norm_forward(finite, weight, bias, 1e-5)
+        for actual, wanted in zip(fast.layer_norm_forward(finite, weight, bias, 1e-5), expected):
+            assert_agree(actual, wanted, dtype)
+        for actual, wanted in zip(fast.layer_norm_backward(grad[4:], finite, *expected[1:], weight),
+                                  ref.layer_norm_backward(grad[4:], finite, *expected[1:], weight)):
+            assert_agree(actual, wanted, dtype)
+
+
 @KERNEL_SETTINGS
 @given(
     rows=st.integers(0, 6),

@@ -65,8 +65,9 @@ def test_cross_entropy_gives_the_one_thread_bits(threshold, smoothing):
 
 
 def test_wide_float32_rows_give_the_same_bits_at_one_and_two_threads(monkeypatch):
-    # float32 rows wider than 8 values fold their max and sums (see nn_kernels); the folds'
-    # order is the width's, so a row's bits cannot depend on the thread that computes it.
+    # Wide rows sum in lanes (softmax, its gradient, layer norm) or fold (log-softmax,
+    # cross-entropy; see nn_kernels); either order is the width's, so a row's bits cannot
+    # depend on the thread that computes it.
     numba = pytest.importorskip("numba")
     monkeypatch.setattr(row_threads, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(row_threads, "TASK_ELEMENTS", 2000)  # two rows per task, 12 tasks
@@ -85,7 +86,12 @@ def test_wide_float32_rows_give_the_same_bits_at_one_and_two_threads(monkeypatch
                                                                           -100, 0.1)
             log_probs_given = log_probs.copy()
             log_probs_given[2, 0] = 800.0  # a positive entry: that row takes the C library's exp
-            runs.append([row_threads.softmax(logits, 1), row_threads.log_softmax(logits, 1),
+            probabilities = row_threads.softmax(logits, 1)
+            runs.append([probabilities, row_threads.log_softmax(logits, 1),
+                         row_threads.softmax_backward(logits, probabilities, 1),
+                         *row_threads.layer_norm_forward(logits, logits[0], logits[1], 1e-5),
+                         *row_threads.layer_norm_backward(logits, logits[1:2] * logits,
+                                                          logits[:, 0], logits[:, 1], logits[2]),
                          losses, log_probs,
                          row_threads.softmax_cross_entropy_backward(grad, log_probs_given,
                                                                     targets, -100, 0.1)])

@@ -58,7 +58,8 @@ def _softmax_rows(x, out, take_log):
                 out[r, k] = math.exp(x[r, k] - row_max) * inv_total
 
 
-# float32 rows take the vectorised exp of .vector_math, and find their max and sums by folding:
+# float32 log-softmax and cross-entropy rows take the vectorised float64 exp of .vector_math,
+# and find their max and sums by folding (softmax sums in lanes instead, see _LANES below):
 # adding the upper half of a row's values onto its lower half is one loop of independent
 # additions, which LLVM vectorises (a running total is a chain of dependent additions, one every
 # ~4 cycles, that it may not reorder). Folded until a few values remain, the row is summed as a
@@ -120,31 +121,104 @@ def _log_sum_exp_shifted(row, row_max, scratch):
     return math.log(_folded_sum(scratch, half))
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
+def _scaled_exp_of_difference_float32(high_value, low_value):
+    """exp(-(high_value - low_value))·2^64 in float32, for float32 values with high >= low.
+
+    The difference is rounded to float32 as y, and its rounding error e = (high - low) - y is
+    found exactly by Knuth's two-sum (six float32 operations, no branch); the exponential takes
+    the pair y + e. Rounding y alone would cost exp(-y) a relative error of up to y·2^-24: at
+    y ~ 100 (an entry e^-100 below the row's max) dozens of ulps.
+    """
+    y = high_value - low_value
+    high_part = y + low_value  # two-sum of high and -low: the parts of y each came from
+    low_part = y - high_part  # (-low's)
+    error = (high_value - high_part) - (low_value + low_part)
+    return scaled_exp_of_negative_float32(y, error)
+
+
+# Short rows (attention's 64 keys) are too short for folding: a fold of 32, 16, 8 values is
+# shorter than LLVM's vectorised loop body (a few vectors, unrolled), so each fold ran in its
+# scalar remainder. The kernels below instead keep a row's running maxima and sums in lanes,
+# lane j taking the elements j, j + lanes, j + 2·lanes, ...: an inner loop of a fixed number
+# of steps, which LLVM turns into whole-vector operations, then the lanes are combined as a
+# fixed tree. The order depends on the width alone, so every thread count gives the same bits.
+# How many lanes was measured per loop (rows of 64 and 128 floats): a plain sum (of values or
+# products) runs best over _SUM_LANES, which LLVM's loop vectoriser takes as a few unrolled
+# vectors (16 lanes: 1.6-1.7x slower, layer norm's statistics and softmax's gradient); layer
+# norm's gradient terms over _LANES (64: 1.3x slower); softmax's max the same either way. A sum
+# is best kept a loop of its own: softmax's exps summed as they were made took 1.2x longer
+# than made in one plain loop, then summed in another.
+_LANES = 16
+_SUM_LANES = 64
+
+
+@njit(cache=True, inline="always")
+def _lanes_total(lanes, count):
+    """Σ lanes[:count] (count a power of two) as a fixed tree of halves, leaving every lane 0
+    for the next row's sum. ``count`` is a module constant, so the inlined tree's loops have
+    fixed lengths, and LLVM unrolls and vectorises them."""
+    half = count // 2
+    while half:
+        for lane in range(half):
+            lanes[lane] += lanes[lane + half]
+            lanes[lane + half] = 0.0
+        half //= 2
+    total = lanes[0]
+    lanes[0] = 0.0
+    return total
+
+
 @njit(cache=True, error_model="numpy", fastmath=CONTRACT_TO_FMA)
 def _softmax_rows_vectorised(x, out, take_log):
     """float32 softmax (or log-softmax) rows with one vectorised exp per element.
 
-    Softmax: exp(x - max) goes into ``out`` as it is computed and into a float64 scratch row
-    that is folded to the sum, then ``out`` is scaled by 1/sum in place. Log-softmax: the
-    exps are only summed (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written.
-    A NaN in the row, or a max of ±inf (inf - inf), makes a NaN exp, so the sum and then every
-    entry are NaN, as in the reference's exp(x - max).
+    Softmax computes in float32 -- twice float64's lanes per vector instruction -- with the
+    exps summed in float64: exp(x - max)·2^64 (:func:`_scaled_exp_of_difference_float32`)
+    goes into ``out``, is summed from there, and ``out`` is scaled by 1/sum in place. The 2^64 cancels in the ratio, and keeps entries as small as float32's
+    subnormals accurate until that one last rounding. Log-softmax: the exps are only summed
+    (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written. A NaN in the row, or a
+    max of ±inf (inf - inf), makes a NaN exp, so the sum and then every entry are NaN, as in
+    the reference's exp(x - max) (a NaN may or may not win the max; the row is NaN either way).
     """
     rows, width = x.shape
-    scratch = np.empty(width)
+    if take_log:
+        scratch = np.empty(width)
+        for r in range(rows):
+            row = x[r]
+            _log_softmax_row(row, _largest(row, scratch), out[r], scratch, False)
+        return
+    maxima = np.empty(_LANES, np.float32)
+    sums = np.zeros(_SUM_LANES)
+    whole = width - width % _LANES  # the row's elements in whole groups of _LANES
+    whole_sum = width - width % _SUM_LANES
     for r in range(rows):
-        row, out_row = x[r], out[r]
-        row_max = _largest(row, scratch)
-        if take_log:
-            _log_softmax_row(row, row_max, out_row, scratch, False)
-            continue
+        for lane in range(_LANES):
+            maxima[lane] = -np.inf
+        for start in range(0, whole, _LANES):
+            for lane in range(_LANES):
+                value = x[r, start + lane]
+                maxima[lane] = value if value > maxima[lane] else maxima[lane]
+        for k in range(whole, width):
+            value = x[r, k]
+            maxima[k - whole] = value if value > maxima[k - whole] else maxima[k - whole]
+        half = _LANES // 2
+        while half:
+            for lane in range(half):
+                other = maxima[lane + half]
+                maxima[lane] = other if other > maxima[lane] else maxima[lane]
+            half //= 2
+        largest = maxima[0]
         for k in range(width):
-            value = exp_of_negative(row_max - np.float64(row[k]))
-            out_row[k] = value
-            scratch[k] = value
-        inv_total = 1.0 / _folded_sum(scratch, width)
+            out[r, k] = _scaled_exp_of_difference_float32(largest, x[r, k])
+        for start in range(0, whole_sum, _SUM_LANES):  # summed apart: see _SUM_LANES
+            for lane in range(_SUM_LANES):
+                sums[lane] += np.float64(out[r, start + lane])
+        for k in range(whole_sum, width):
+            sums[k - whole_sum] += np.float64(out[r, k])
+        inv_total = np.float32(1.0 / _lanes_total(sums, _SUM_LANES))
         for k in range(width):
-            out_row[k] = out_row[k] * inv_total
+            out[r, k] = out[r, k] * inv_total
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=CONTRACT_TO_FMA)
@@ -189,10 +263,15 @@ def softmax(x: np.ndarray, axis: int) -> np.ndarray:
 @njit(cache=True)
 def _softmax_backward_rows(grad, out, dx):
     rows, width = out.shape
+    dots = np.zeros(_SUM_LANES)  # Σ grad ⊙ out in lanes, as softmax's sums (see _SUM_LANES)
+    whole = width - width % _SUM_LANES
     for r in range(rows):
-        dot = 0.0
-        for k in range(width):
-            dot += grad[r, k] * out[r, k]
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
+                dots[lane] += grad[r, start + lane] * out[r, start + lane]
+        for k in range(whole, width):
+            dots[k - whole] += grad[r, k] * out[r, k]
+        dot = _lanes_total(dots, _SUM_LANES)
         for k in range(width):
             dx[r, k] = out[r, k] * (grad[r, k] - dot)
 
@@ -574,20 +653,31 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
 # layer norm over the last axis of (M, D)
 
 
+# Each row's sums are kept in _LANES float64 lanes, as softmax's are (see _LANES): a running
+# total is a chain of dependent additions, one every ~4 cycles, which LLVM may not reorder;
+# _LANES independent totals are whole-vector additions. The lanes are then added as a fixed
+# tree (:func:`_lanes_total`), so the order, and every bit, depends on the width alone.
 @njit(cache=True)
 def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, mean, rstd):
     rows, width = x.shape
+    totals = np.zeros(_SUM_LANES)
+    whole = width - width % _SUM_LANES  # the row's elements in whole groups of _SUM_LANES
     for r in range(rows):
-        total = 0.0
-        for k in range(width):
-            total += x[r, k]
-        row_mean = total / width
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
+                totals[lane] += x[r, start + lane]
+        for k in range(whole, width):
+            totals[k - whole] += x[r, k]
+        row_mean = _lanes_total(totals, _SUM_LANES) / width
         # Second pass over the centred values: exact where E[x^2] - E[x]^2 would cancel.
-        squares = 0.0
-        for k in range(width):
+        for start in range(0, whole, _SUM_LANES):
+            for lane in range(_SUM_LANES):
+                centered = x[r, start + lane] - row_mean
+                totals[lane] += centered * centered
+        for k in range(whole, width):
             centered = x[r, k] - row_mean
-            squares += centered * centered
-        row_rstd = 1.0 / math.sqrt(squares / width + eps)
+            totals[k - whole] += centered * centered
+        row_rstd = 1.0 / math.sqrt(_lanes_total(totals, _SUM_LANES) / width + eps)
         mean[r] = row_mean
         rstd[r] = row_rstd
         for k in range(width):
@@ -599,10 +689,21 @@ def _layer_norm_forward_kernel(x, weight, bias, has_weight, has_bias, eps, y, me
             y[r, k] = value
 
 
+@njit(cache=True, inline="always")
+def _layer_norm_terms(grad_value, x_value, weight_value, has_weight, row_mean, row_rstd):
+    """(g, xhat) of one element: g = grad * weight (grad without a weight) and the normalised
+    xhat = (x - mean) * rstd, in the arrays' arithmetic."""
+    g = grad_value * weight_value if has_weight else grad_value
+    return g, (x_value - row_mean) * row_rstd
+
+
 @njit(cache=True)
 def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, partial_dweight, partial_dbias):
     rows, width = x.shape
     chunks = partial_dweight.shape[0]
+    sums_g = np.zeros(_LANES)
+    sums_g_xhat = np.zeros(_LANES)
+    whole = width - width % _LANES  # the row's elements in whole groups of _LANES
     # Rows are split into contiguous chunks; each chunk sums its own dweight/dbias rows, so the
     # parameter gradients need no atomics and are reduced once at the end.
     for chunk in range(chunks):
@@ -611,22 +712,33 @@ def _layer_norm_backward_kernel(grad, x, mean, rstd, weight, has_weight, dx, par
         for r in range(first, last):
             row_mean = mean[r]
             row_rstd = rstd[r]
-            # mean(g) and mean(g * xhat) with g = grad * weight
-            sum_g = 0.0
-            sum_g_xhat = 0.0
-            for k in range(width):
-                g = grad[r, k] * weight[k] if has_weight else grad[r, k]
-                xhat = (x[r, k] - row_mean) * row_rstd
-                sum_g += g
-                sum_g_xhat += g * xhat
+            # mean(g) and mean(g * xhat) with g = grad * weight, each summed in lanes, and
+            # the row's terms of dweight and dbias added in the same loop (moved to a loop of
+            # their own, or into the dx loop below, they took float64 rows 1.4x longer and
+            # saved float32 rows only 5%)
+            for start in range(0, whole, _LANES):
+                for lane in range(_LANES):
+                    k = start + lane
+                    g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
+                                                else 1.0, has_weight, row_mean, row_rstd)
+                    sums_g[lane] += g
+                    sums_g_xhat[lane] += g * xhat
+                    if has_weight:
+                        partial_dweight[chunk, k] += grad[r, k] * xhat
+                        partial_dbias[chunk, k] += grad[r, k]
+            for k in range(whole, width):
+                g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
+                                            else 1.0, has_weight, row_mean, row_rstd)
+                sums_g[k - whole] += g
+                sums_g_xhat[k - whole] += g * xhat
                 if has_weight:
                     partial_dweight[chunk, k] += grad[r, k] * xhat
                     partial_dbias[chunk, k] += grad[r, k]
-            mean_g = sum_g / width
-            mean_g_xhat = sum_g_xhat / width
+            mean_g = _lanes_total(sums_g, _LANES) / width
+            mean_g_xhat = _lanes_total(sums_g_xhat, _LANES) / width
             for k in range(width):
-                g = grad[r, k] * weight[k] if has_weight else grad[r, k]
-                xhat = (x[r, k] - row_mean) * row_rstd
+                g, xhat = _layer_norm_terms(grad[r, k], x[r, k], weight[k] if has_weight
+                                            else 1.0, has_weight, row_mean, row_rstd)
                 dx[r, k] = row_rstd * (g - mean_g - xhat * mean_g_xhat)
 
 

@@ -9,6 +9,11 @@ over the rows: each block sums its own rows into its own partial row, and the pa
 in block order at the end; the blocks are fixed by the shape, never by the thread count, so
 those sums too are the same bits on any number of threads.
 
+Numba's on-disk cache keeps each task loop here compiled together with the row kernels it
+calls, and checks only this file for changes: after editing a row kernel of :mod:`.nn_kernels`,
+delete this module's cache files (``__pycache__/row_threads.*.nbi`` / ``.nbc``) or the threaded
+path keeps running the old one.
+
 Below :data:`~.conv.PARALLEL_MIN_WORK` elements (waking the pool costs more than the rows), and
 for dtypes other than float32/float64, each primitive hands its call to :mod:`.nn_kernels`
 unchanged (other dtypes through the loader, which converts what Numba cannot compute with).
