@@ -171,9 +171,9 @@ def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
     plane_start = (b * channels + ch) * height * width
     for k in range(plane_start, plane_start + height * width):
         image[k] = 0
-    # The loops of im2col's narrow path (tap, then the interval of output rows that fall in the
+    # The loops of _im2col_rows_plane (tap, then the interval of output rows that fall in the
     # image), with the copy reversed into an add. Each image cell receives at most one entry
-    # per tap, in tap order (i, j): the order of the sums, hence their bits, do not depend on
+    # per tap, in tap order (i, j): the order of the sums, hence their bits, does not depend on
     # how the rows of one tap are walked.
     for i in range(kh):
         row_offset = i * dh - ph
