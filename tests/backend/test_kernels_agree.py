@@ -118,6 +118,29 @@ def test_im2col_of_same_size_convolutions_equals_the_reference(monkeypatch, geom
                      np.float32)
 
 
+@pytest.mark.parametrize("geometry", [
+    ((5, 5), (1, 1), (0, 0), (1, 1)),   # unpadded 5x5 (LeNet's second layer): rows narrower
+    ((3, 3), (2, 2), (1, 1), (1, 1)),   # strided: padding rows and columns zeroed apart
+    ((3, 2), (1, 2), (3, 0), (2, 1)),   # taps whose rows fall wholly outside the image
+], ids=["valid-5x5", "strided", "rows-outside"])
+@pytest.mark.parametrize("loop", ["_im2col_serial", "_im2col_parallel"])
+def test_im2col_of_narrow_rows_writes_every_cell_as_the_reference(geometry, loop):
+    # Rows narrower than the image take the per-row copy, which zeroes padding apart from
+    # copying: a table filled with NaN first shows any cell that neither step wrote.
+    from minidl.backend.numba_cpu import conv as fast_conv
+
+    for dtype in DTYPES:
+        x = random_array(1, (2, 3, 9, 8), dtype)
+        x[0, 1, 4, 3], x[1, 2, 0, 0] = np.nan, -np.inf
+        expected = ref.im2col(x, *geometry)
+        params = fast_conv._geometry(x.shape, *geometry)
+        cols = np.full_like(expected, np.nan)
+        getattr(fast_conv, loop)(x, cols, *params)
+        np.testing.assert_array_equal(cols, expected)
+        assert_agree(fast.col2im(expected, x.shape, *geometry),
+                     ref.col2im(expected, x.shape, *geometry), dtype)
+
+
 def test_im2col_accepts_non_contiguous_input():
     x = random_array(0, (2, 3, 6, 5), np.float64).transpose(0, 1, 3, 2)
     geometry = ((3, 2), (1, 2), (1, 0), (1, 1))
