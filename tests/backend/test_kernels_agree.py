@@ -283,12 +283,14 @@ def test_mid_sized_max_pooling_runs_the_threaded_loop_on_the_calling_thread(monk
     on_calling_thread = fast_pool._on_calling_thread
     monkeypatch.setattr(fast_pool, "_on_calling_thread",
                         lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
-    for shape in ((1, 6, 28, 28), (8, 6, 28, 28), (64, 6, 28, 28)):  # 2^12, 2^15, 2^18 cells
+    # ~2^12, ~2^15 and ~2^18 cells (LeNet's first layer), then 2^20 (threaded)
+    for shape in ((1, 6, 28, 28), (8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):
         x = random_array(0, shape, np.float32)
         out, argmax = fast.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0), (1, 1), False)
         np.testing.assert_array_equal(out, ref.max_pool2d_forward(x, (2, 2), (2, 2), (0, 0),
                                                                   (1, 1), False)[0])
-    assert held == [fast_pool._max_pool_parallel]  # the middle size only
+    assert x.size >= fast_pool.PARALLEL_MIN_WORK
+    assert held == [fast_pool._max_pool_parallel] * 2  # the middle sizes only
 
 
 def test_a_kernel_held_to_the_calling_thread_runs_alone_and_gives_the_count_back():
