@@ -280,8 +280,8 @@ def test_mid_sized_max_pooling_runs_the_threaded_loop_on_the_calling_thread(monk
 
     load_kernels()  # the kernels, not the NumPy stand-in of a small first call
     held = []
-    on_calling_thread = fast_pool._on_calling_thread
-    monkeypatch.setattr(fast_pool, "_on_calling_thread",
+    on_calling_thread = fast_pool.on_calling_thread
+    monkeypatch.setattr(fast_pool, "on_calling_thread",
                         lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
     # ~2^12, ~2^15 and ~2^18 cells (LeNet's first layer), then 2^20 (threaded)
     for shape in ((1, 6, 28, 28), (8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):
@@ -309,9 +309,9 @@ def test_a_kernel_held_to_the_calling_thread_runs_alone_and_gives_the_count_back
 
     try:
         numba.set_num_threads(2)
-        fast_pool._on_calling_thread(kernel, False)
+        fast_pool.on_calling_thread(kernel, False)
         with pytest.raises(FloatingPointError):
-            fast_pool._on_calling_thread(kernel, True)
+            fast_pool.on_calling_thread(kernel, True)
         assert numba.get_num_threads() == 2
     finally:
         numba.set_num_threads(before)
@@ -620,3 +620,23 @@ def test_erf_kernel_matches_the_reference_including_infinities_and_nan(dtype):
     assert_agree(got, want, dtype)
     assert fast.math_function(x[:0], "erf").shape == (0, 27)
 
+
+
+def test_mid_sized_elementwise_passes_run_their_kernels_on_the_calling_thread(monkeypatch):
+    # From 2^18 elements an add runs the compiled kernel (faster than NumPy's ufunc), but on
+    # the threads only from 2^20: below that it is held to the calling thread, same bits.
+    from minidl.backend.numba_cpu import elementwise
+
+    load_kernels()
+    held = []
+    on_calling_thread = elementwise.on_calling_thread
+    monkeypatch.setattr(elementwise, "on_calling_thread",
+                        lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
+    for shape in ((8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):  # NumPy, held, threads
+        x = random_array(0, shape, np.float32)
+        bias = random_array(1, (1, shape[1], 1, 1), np.float32)  # a convolution's bias
+        np.testing.assert_array_equal(fast.add(x, bias), x + bias)
+        np.testing.assert_array_equal(fast.mul(x, x), x * x)
+    assert elementwise.PARALLEL_MIN_WORK <= 64 * 6 * 28 * 28 < elementwise.THREADS_MIN_WORK
+    assert 64 * 16 * 32 * 32 >= elementwise.THREADS_MIN_WORK
+    assert len(held) == 2  # the middle size's add and mul only

@@ -7,9 +7,10 @@ passes over memory (bias adds, residual adds, activations and their gradients) a
 of the time left on one core. Row-major arrays of at least :data:`PARALLEL_MIN_WORK` elements,
 of one float dtype, either of one shape, or an array with a 0-d value (a scale), or a
 (…, width) array with a (width,) row (a Linear bias), or an (N, C, …) array with a (1, C, 1, …)
-value per channel (a convolution's bias), go to the threaded kernels of
-:mod:`.elementwise_threads`, which give NumPy's bits (ReLU has its own floor, and runs the same
-loop on the calling thread below it: see :func:`relu`). Everything else — small arrays, other
+value per channel (a convolution's bias), go to the kernels of :mod:`.elementwise_threads`,
+which give NumPy's bits: split over threads from :data:`THREADS_MIN_WORK` elements, held to the
+calling thread below it (ReLU has its own floor, and runs the same loop on the calling thread
+below it: see :func:`relu`). Everything else — small arrays, other
 dtypes, general broadcasting, views that are not row-major — is the reference's NumPy call, and
 Numba is not imported for it (a small model's first forward pass never waits for Numba; see
 :mod:`.loading`).
@@ -20,12 +21,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import array_ops
-from ..threads import follow_in_this_thread
+from ..threads import follow_in_this_thread, on_calling_thread
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
-"""Elements from which a pass is split over threads (as for the other kernels: below it, waking
-the pool costs more than the pass)."""
+"""Elements from which a pass runs the compiled kernels rather than NumPy's ufunc (from 2^18 up
+to :data:`THREADS_MIN_WORK` held to the calling thread)."""
+
+THREADS_MIN_WORK = 1 << 20
+"""Elements from which those kernels are split over threads. Below it they run held to the
+calling thread (:func:`..threads.on_calling_thread`: the same loop, the same bits), still faster
+than NumPy (LeNet's per-channel bias add, 64x6x28x28: 56 against 85 us), while a second core
+gains less than waking it and reading back the half of the result it wrote costs (see
+:data:`RELU_PARALLEL_MIN_WORK`)."""
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -47,18 +55,18 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
         op = _OPS[op_name]
         if a.shape == b.shape or b.ndim == 0:
             out = np.empty(a.shape, a.dtype)
-            _threads("binary_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
+            _run("binary_spans", a.size, a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
             return out
         if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1] and b.size:
             out = np.empty(a.shape, a.dtype)
             width = b.shape[0]
-            _threads("rows_with_row")(a.reshape(-1, width), b, out.reshape(-1, width), op)
+            _run("rows_with_row", a.size, a.reshape(-1, width), b, out.reshape(-1, width), op)
             return out
         if _per_channel(a, b):
             out = np.empty(a.shape, a.dtype)
             shape3 = (a.shape[0], a.shape[1], -1)
-            _threads("planes_with_values")(a.reshape(shape3), b.reshape(-1), out.reshape(shape3),
-                                           op)
+            _run("planes_with_values", a.size, a.reshape(shape3), b.reshape(-1),
+                 out.reshape(shape3), op)
             return out
     return ufunc(a, b)
 
@@ -76,6 +84,16 @@ def _threads(name: str):
     """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget."""
     follow_in_this_thread()
     return loading._kernel("elementwise_threads", name)
+
+
+def _run(name: str, size: int, *arguments) -> None:
+    """Kernel ``name`` of :mod:`.elementwise_threads` on ``arguments``, a pass over ``size``
+    elements: on the threads from :data:`THREADS_MIN_WORK`, else held to the calling thread."""
+    kernel = _threads(name)
+    if size >= THREADS_MIN_WORK:
+        kernel(*arguments)
+    else:
+        on_calling_thread(kernel, *arguments)
 
 
 def add(a, b):
@@ -110,7 +128,7 @@ def less(a, b):
     if not (_large(a, b) and (b.ndim == 0 or b.shape == a.shape)):
         return array_ops.less(a, b)
     out = np.empty(a.shape, np.bool_)
-    _threads("less_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    _run("less_spans", a.size, a.reshape(-1), b.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -124,8 +142,8 @@ def where(condition, a, b):
             or a.dtype != b.dtype):
         return array_ops.where(condition, a, b)
     out = np.empty(condition.shape, a.dtype)
-    _threads("select_spans")(condition.reshape(-1), a.reshape(-1), b.reshape(-1),
-                             out.reshape(-1))
+    _run("select_spans", condition.size, condition.reshape(-1), a.reshape(-1), b.reshape(-1),
+         out.reshape(-1))
     return out
 
 
@@ -146,8 +164,11 @@ ReLU from 2^20 elements and the optimizer updates from 2^16 entries (from 2^18 a
 A LeNet-sized layer (64x6x28x28 = 301k elements) gains less from a second core than waking it
 and reading back the half of its output written in the other core's cache costs: the products
 that follow ran 8% slower.
-(Adds stay from 2^18: below it they fall to NumPy, slower than the kernel on one thread, and the
-Transformer's step lost 6% at one thread and two.)"""
+Adds, subtractions, products, ``less`` and ``where`` likewise go on the threads from 2^20
+(:data:`THREADS_MIN_WORK`), but run their kernels held to the calling thread from 2^18: sent to
+NumPy below 2^20 instead, the Transformer's adds made its step 6% slower at one thread and two.
+With them held: LeNet at 2 threads 6.29 -> 5.88 ms, the Transformer's 2-thread step 1-2% slower
+(its 2048x128 residual adds), attention and CIFAR within 1%, one thread unchanged."""
 
 
 def _compiled_relu_takes(a) -> bool:
