@@ -31,9 +31,18 @@ to :data:`THREADS_MIN_WORK` held to the calling thread)."""
 THREADS_MIN_WORK = 1 << 20
 """Elements from which those kernels are split over threads. Below it they run held to the
 calling thread (:func:`..threads.on_calling_thread`: the same loop, the same bits), still faster
-than NumPy (LeNet's per-channel bias add, 64x6x28x28: 56 against 85 us), while a second core
-gains less than waking it and reading back the half of the result it wrote costs (see
-:data:`RELU_PARALLEL_MIN_WORK`)."""
+than NumPy (LeNet's per-channel bias add, 64x6x28x28: 56 against 85 us). A second core gains
+less there than waking it and reading back the half of the result it wrote costs: the products
+that follow a LeNet-sized layer (64x6x28x28 = 301k elements) ran 8% slower after it.
+
+Measured on a 2-core VM at two threads, with OpenMP's workers waiting passively (alternating in
+one process, medians of 10 rounds, load ~1): LeNet's step 6.54 -> 6.20 ms with pooling and ReLU
+from 2^20 elements and the optimizer updates from 2^16 entries (from 2^18 and 2^14), CIFAR's
+38.4 -> 37.7 ms, the Transformer's and attention's within 1%, every one-thread step unchanged;
+then these passes from 2^20 too: LeNet 6.29 -> 5.88 ms, the Transformer's 2-thread step 1-2%
+slower (its 2048x128 residual adds), attention and CIFAR within 1%, one thread unchanged. Sent
+to NumPy below 2^20 instead of held, the Transformer's adds made its step 6% slower at one
+thread and two."""
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -154,21 +163,9 @@ def _selectable(x, condition) -> bool:
             and (x.shape == condition.shape or x.ndim == 0))
 
 
-RELU_PARALLEL_MIN_WORK = 1 << 20
-"""Elements from which ReLU and its gradient are split over threads.
-
-Measured on a 2-core VM at two threads, with OpenMP's workers waiting passively (alternating
-in one process, medians of 10 rounds, load ~1): LeNet's step 6.54 -> 6.20 ms with pooling and
-ReLU from 2^20 elements and the optimizer updates from 2^16 entries (from 2^18 and 2^14), CIFAR's
-38.4 -> 37.7 ms, the Transformer's and attention's within 1%, every one-thread step unchanged.
-A LeNet-sized layer (64x6x28x28 = 301k elements) gains less from a second core than waking it
-and reading back the half of its output written in the other core's cache costs: the products
-that follow ran 8% slower.
-Adds, subtractions, products, ``less`` and ``where`` likewise go on the threads from 2^20
-(:data:`THREADS_MIN_WORK`), but run their kernels held to the calling thread from 2^18: sent to
-NumPy below 2^20 instead, the Transformer's adds made its step 6% slower at one thread and two.
-With them held: LeNet at 2 threads 6.29 -> 5.88 ms, the Transformer's 2-thread step 1-2% slower
-(its 2048x128 residual adds), attention and CIFAR within 1%, one thread unchanged."""
+RELU_PARALLEL_MIN_WORK = THREADS_MIN_WORK
+"""Elements from which ReLU and its gradient are split over threads (below it ReLU runs its
+own one-thread loop: see :func:`relu`)."""
 
 
 def _compiled_relu_takes(a) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -168,7 +167,7 @@ def _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_
 
 PARALLEL_MIN_WORK = 1 << 20
 """Input elements (output elements for the backward passes) from which pooling is split over
-threads (see :data:`.elementwise.RELU_PARALLEL_MIN_WORK` for why not from 2^18)."""
+threads (see :data:`.elementwise.THREADS_MIN_WORK` for why not from 2^18)."""
 
 VECTORISED_MIN_WORK = 1 << 14
 """Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the
