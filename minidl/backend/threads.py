@@ -1,9 +1,11 @@
 """How many threads the CPU backend computes with: ``md.set_num_threads`` / ``md.get_num_threads``.
 
-Two pools share the budget, and both sleep when idle. minidl's product threads
-(:mod:`.reference.product_threads`) cut each large matrix product into parts (rows, images,
-heads) computed at once, each part one BLAS call on one thread; Numba's pool runs the kernels
-marked ``parallel`` (optimizer updates, large im2col/col2im, elementwise kernels). OpenBLAS,
+Two pools share the budget. minidl's product threads (:mod:`.reference.product_threads`)
+cut each large matrix product into parts (rows, images, heads) computed at once, each part one
+BLAS call on one thread; Numba's pool runs the kernels marked ``parallel`` (optimizer updates,
+large im2col/col2im, elementwise kernels) and, once they are loaded, the parts of the products
+whose BLAS calls the CPU backend can make itself (:mod:`.numba_cpu.product_parts`). minidl's
+threads sleep when idle; Numba's spin for a moment first (:mod:`.numba_cpu.process_settings`). OpenBLAS,
 the BLAS in NumPy's wheels, is given one thread whatever the budget: its own workers spin on
 the cores for a while after each threaded product, just when the Numba kernels that follow want
 those cores, so the two pools took turns instead of working at once; and its threaded products
@@ -44,11 +46,18 @@ OPENBLAS_AT_ONE_THREAD = True
 
 _requested: int | None = None
 
+blas_count_held: int | None = None
+"""OpenBLAS's own count while a product holds it at one thread (it is then still the budget)."""
+
+blas_keeps_its_pool = True
+"""Whether OpenBLAS still has the thread count NumPy gave it: until :func:`set_num_threads` is
+first called (read inline before every matrix product)."""
+
 # Whether the CPU backend's loader has made the process-wide settings Numba's threads need
-# (numba_cpu/process_settings.py): OpenMP reads OMP_WAIT_POLICY once, when its threads start,
+# (numba_cpu/process_settings.py): OpenMP reads its wait settings once, when its threads start,
 # and telling Numba a thread count starts them. So before that, set_num_threads only records
 # the count, even when the user's own code has imported Numba already; the loader gives it to
-# Numba after the settings (else the workers would spin between kernels, see there).
+# Numba after the settings (else they would spin for OpenMP's own default time, see there).
 numba_threads_may_start = False
 
 
@@ -97,6 +106,15 @@ def openblas_thread_count_functions():
     return None
 
 
+def openblas_library_symbol(name: str) -> int | None:
+    """The address of the function ``name`` in the OpenBLAS NumPy loaded, or None."""
+    for library in _loaded_openblas():
+        function = getattr(library, name, None)
+        if function is not None:
+            return ctypes.cast(function, ctypes.c_void_p).value
+    return None
+
+
 def _call_first(library, names, *args):
     for name in names:
         function = getattr(library, name, None)
@@ -108,10 +126,11 @@ def _call_first(library, names, *args):
 def set_num_threads(count: int) -> None:
     """Compute with at most ``count`` threads: the matrix products' parts and Numba's parallel
     kernels. OpenBLAS itself is set to one thread (also for NumPy products outside minidl)."""
-    global _requested
+    global _requested, blas_keeps_its_pool
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_num_threads: count must be a positive int, got {count!r}")
     _requested = count
+    blas_keeps_its_pool = False
     NumbaThreadCount.wanted += 1
     # Numba (~0.2 s to import) is told now if minidl's kernels are loaded, else when they load.
     if numba_threads_may_start:
@@ -165,7 +184,9 @@ def product_thread_budget() -> int:
     blas = openblas_thread_count_functions()
     if blas is None:
         return 1
-    return _requested if _requested is not None else int(blas[0]())
+    if _requested is not None:
+        return _requested
+    return blas_count_held or int(blas[0]())
 
 
 def get_num_threads() -> int:

@@ -12,15 +12,18 @@ import json, os
 import numpy as np
 import minidl as md
 from minidl.backend.numba_cpu import process_settings
-before = os.environ.get("OMP_WAIT_POLICY")
+before = os.environ.get("GOMP_SPINCOUNT")
 (md.tensor(np.ones(3, np.float32)) * 2).sum()          # the first op loads the CPU backend
-print(json.dumps([before, os.environ.get("OMP_WAIT_POLICY"), process_settings.applied]))
+print(json.dumps([before, os.environ.get("GOMP_SPINCOUNT"), process_settings.applied]))
 """
+
+
+_OPENMP_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
 def probe(**environment):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_WAIT_POLICY", "MINIDL_CPU_TUNING", "MINIDL_CPU_BACKEND")}
+           if k not in _OPENMP_VARIABLES + ("MINIDL_CPU_TUNING", "MINIDL_CPU_BACKEND")}
     env.update(environment)
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, check=True,
                          capture_output=True, text=True).stdout
@@ -28,9 +31,11 @@ def probe(**environment):
 
 
 def test_settings_are_applied_on_the_first_op_not_at_import():
+    from minidl.backend.numba_cpu.process_settings import SPIN_COUNT
     before, after, applied = probe()
     assert before is None
-    assert after == "PASSIVE" and applied["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert after == str(SPIN_COUNT) and applied["GOMP_SPINCOUNT"] == str(SPIN_COUNT)
+    assert applied["KMP_BLOCKTIME"] == "1"
     assert "keep_freed_memory" in applied
 
 
@@ -39,9 +44,34 @@ def test_one_switch_turns_every_setting_off():
     assert after is None and applied == {}
 
 
-def test_the_users_own_openmp_choice_is_kept():
-    _, after, applied = probe(OMP_WAIT_POLICY="ACTIVE")
-    assert after == "ACTIVE" and "OMP_WAIT_POLICY" not in applied
+@pytest.mark.parametrize("variable", _OPENMP_VARIABLES)
+def test_the_users_own_openmp_choice_is_kept(variable):
+    _, after, applied = probe(**{variable: "7"})
+    assert after == ("7" if variable == "GOMP_SPINCOUNT" else None)
+    assert not set(_OPENMP_VARIABLES) & set(applied)
+
+
+def test_idle_openmp_threads_sleep_soon_after_a_parallel_kernel():
+    # They spin only for a moment after each parallel region, for the next one: a process that
+    # then waits (on data, on the user) leaves the cores alone. Spinning for good, the worker
+    # would burn about the whole second as CPU time.
+    script = """
+import time
+import numpy as np
+import minidl as md
+md.set_num_threads(2)
+x = md.tensor(np.ones((2048, 1024), np.float32))
+for _ in range(5):
+    (x + x).relu().sum()   # large enough for Numba's threads
+start = time.process_time()
+time.sleep(1.0)
+print(time.process_time() - start)
+"""
+    env = {k: v for k, v in os.environ.items()
+           if k not in _OPENMP_VARIABLES + ("MINIDL_CPU_TUNING",)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert float(out) < 0.25
 
 
 # Asks glibc itself where a large block comes from: with the setting, from the heap (and the
@@ -108,9 +138,9 @@ def test_keep_freed_memory_leaves_the_users_choice(variable, value):
 
 
 def test_openmp_threads_start_only_after_the_settings_even_if_numba_came_first():
-    # OpenMP reads OMP_WAIT_POLICY once, when its threads start, and numba.set_num_threads
+    # OpenMP reads its wait settings once, when its threads start, and numba.set_num_threads
     # starts them: a count set while the user's code had already imported Numba must wait for
-    # the backend's settings, or Numba's workers spin between kernels for the whole process.
+    # the backend's settings, or Numba's workers would spin for OpenMP's own default time.
     script = """
 import json, os
 import numba
@@ -120,9 +150,11 @@ import minidl as md
 md.set_num_threads(1)
 started_early = parallel._is_initialized
 md.tensor(np.ones((512, 1024), np.float32)).relu().sum()  # loads the kernels
-print(json.dumps([started_early, os.environ.get("OMP_WAIT_POLICY"), numba.get_num_threads()]))
+print(json.dumps([started_early, os.environ.get("GOMP_SPINCOUNT"), numba.get_num_threads()]))
 """
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "MINIDL_CPU_TUNING")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in _OPENMP_VARIABLES + ("MINIDL_CPU_TUNING",)}
     out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
                          capture_output=True, text=True).stdout
-    assert json.loads(out) == [False, "PASSIVE", 1]
+    from minidl.backend.numba_cpu.process_settings import SPIN_COUNT
+    assert json.loads(out) == [False, str(SPIN_COUNT), 1]

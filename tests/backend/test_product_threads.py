@@ -16,11 +16,32 @@ pytestmark = pytest.mark.skipif(threads.openblas_thread_count_functions() is Non
                                 reason="NumPy here does not use OpenBLAS")
 
 
+@pytest.fixture(autouse=True, params=["python threads", "numba threads"])
+def runner(request, monkeypatch):
+    """Each test twice: the parts made by minidl's Python threads, and (where the CPU backend
+    can make NumPy's BLAS calls itself) by Numba's threads, as once the kernels are loaded."""
+    if request.param == "numba threads":
+        from minidl.backend.numba_cpu import load_kernels, product_parts
+        load_kernels()
+        if not product_parts.gemm_functions():
+            pytest.skip("NumPy's OpenBLAS here has no 64-bit-integer CBLAS gemm")
+        monkeypatch.setattr(product_threads, "native_parts", product_parts)
+    else:
+        monkeypatch.setattr(product_threads, "native_parts", None)
+    return request.param
+
+
+def split_from(monkeypatch, work):
+    """Split products from ``work`` multiply-adds, on either runner."""
+    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", work)
+    monkeypatch.setattr(product_threads, "NATIVE_SPLIT_MIN_WORK", work)
+
+
 @pytest.fixture(autouse=True)
 def split_small_products(monkeypatch):
     """Split from two parts' work, as the bits allow, rather than from the wake-up cost's
     floor: the tests' products stay small (and quick) and still split."""
-    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 0)
+    split_from(monkeypatch, 0)
 
 
 @pytest.fixture
@@ -41,6 +62,12 @@ def split_calls(monkeypatch):
         calls.append(parts)
         return run_parts(self, compute, size, parts, *rest)
     monkeypatch.setattr(product_threads._ProductThreads, "_run_parts", counting)
+    make_native_parts = array_ops.make_native_parts
+
+    def counting_native(calls_table, parts, dtype):
+        calls.append(parts)
+        return make_native_parts(calls_table, parts, dtype)
+    monkeypatch.setattr(array_ops, "make_native_parts", counting_native)
     return calls
 
 
@@ -245,25 +272,32 @@ def cuts(monkeypatch):
         seen.append((size, parts))
         product_threads.compute_in_parts(compute, size, parts, *work, **call_work)
     monkeypatch.setattr(array_ops, "compute_in_parts", recording)
+
+    def recording_native(calls, parts, dtype):  # a stack's matrices, each one call
+        seen.append((len(calls), parts))
+        product_threads.make_native_parts(calls, parts, dtype)
+    monkeypatch.setattr(array_ops, "make_native_parts", recording_native)
     return seen
 
 
 def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_axis(
-        budget, monkeypatch, cuts):
+        budget, monkeypatch, cuts, runner):
     # Attention's scores: 32 sequences x 4 heads of (64x32)(32x64), 16.8M multiply-adds in 128
-    # small BLAS calls, which take as long as one 33.6M product: split, by sequences.
-    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
+    # small BLAS calls, which take as long as one 33.6M product: split, by sequences (Numba's
+    # threads: by runs of the 128 calls).
+    split_from(monkeypatch, 1 << 25)
     rng = np.random.default_rng(7)
     q, k = (rng.standard_normal((32, 4, 64, 32)).astype(np.float32) for _ in range(2))
     budget(1)
     one_thread = array_ops.matmul(q, k, transpose_b=True)
     budget(2)
     two_threads = array_ops.matmul(q, k, transpose_b=True)
-    assert cuts == [(32, 2)]
+    expected = [(128, 2)] if runner == "numba threads" else [(32, 2)]
+    assert cuts == expected
     np.testing.assert_array_equal(one_thread, two_threads)
     # The same work in four large products (256x128 @ 128x128) stays whole.
     array_ops.matmul(np.ones((4, 256, 128), np.float32), np.ones((4, 128, 128), np.float32))
-    assert cuts == [(32, 2)]
+    assert cuts == expected
 
 
 def test_a_product_summed_over_images_splits_by_chunks_of_images(budget, cuts):
@@ -292,7 +326,7 @@ def test_a_gram_product_stays_whole(budget, split_calls):
 
 def test_a_product_too_small_to_pay_for_waking_a_thread_stays_whole(budget, split_calls,
                                                                       monkeypatch):
-    monkeypatch.setattr(product_threads, "SPLIT_MIN_WORK", 1 << 25)
+    split_from(monkeypatch, 1 << 25)
     budget(2)
     array_ops.matmul(np.ones((128, 256), np.float32), np.ones((256, 512), np.float32))  # 16.8M
     assert split_calls == []

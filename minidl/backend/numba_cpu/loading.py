@@ -40,7 +40,7 @@ import threading
 
 import numpy as np
 
-from ..reference import ReferenceBackend
+from ..reference import ReferenceBackend, product_threads
 from .. import threads
 from ..threads import apply_to_numba, numba_thread_count
 from .process_settings import apply_process_settings
@@ -53,7 +53,7 @@ STAND_IN_CALLS = 32
 
 _KERNEL_MODULES = ("conv", "pool", "eval_kernels", "nn_kernels", "batch_norm", "row_threads",
                    "elementwise_threads", "optim_kernels", "random_kernels", "rnn_kernels",
-                   "reduction_threads")
+                   "reduction_threads", "product_parts")
 _lock = threading.Lock()
 _state = {"loaded": False, "stand_in_calls": 0,
           "stand_ins": os.environ.get("MINIDL_NUMPY_STAND_INS", "1") != "0",
@@ -74,6 +74,9 @@ def load_kernels() -> None:
             importlib.import_module(f"{__package__}.{name}")
         apply_process_settings()  # before Numba's threads can start: they read them once
         threads.numba_threads_may_start = True
+        from . import product_parts
+        if product_parts.gemm_functions():  # products' parts now go to Numba's threads
+            product_threads.native_parts = product_parts
         apply_to_numba()  # a thread count set before Numba was loaded
         _state["loaded"] = True
 

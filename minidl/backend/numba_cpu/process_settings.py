@@ -5,11 +5,19 @@ buried in a kernel module, applied once when the CPU backend is first used (the 
 CPU tensor) or its kernels load, always before Numba's threads start, never at ``import
 minidl``, and skipped entirely with ``MINIDL_CPU_TUNING=0``:
 
-* **OpenMP waits passively** (``OMP_WAIT_POLICY=PASSIVE``, unless the user already set it). The
-  matrix products own the cores (BLAS runs its own thread pool). Two thread pools on few cores
-  fight: Numba's OpenMP workers spin while they wait, starving the BLAS workers, and an MLP step
-  measured 15x slower with both pools spinning on two cores. Sleeping between parallel regions
-  costs a few microseconds of wake-up instead.
+* **OpenMP's threads spin briefly, then sleep** (``GOMP_SPINCOUNT`` for GNU OpenMP,
+  ``KMP_BLOCKTIME`` for Intel's and LLVM's, unless the user set either or ``OMP_WAIT_POLICY``).
+  A thread that sleeps between parallel regions takes long to wake on a virtual machine: a
+  region of a few microseconds' work measured ~80 µs on a 2-core VM with threads waiting
+  passively, against ~3 µs with threads that spun for the next region. A training step hands
+  its threads a region every few microseconds (kernels, and the matrix products' parts, see
+  :mod:`.product_parts`), so they spin for :data:`SPIN_COUNT` checks (about 0.4 ms measured
+  here) after each one and sleep after that: an idle process, or one waiting on its data,
+  leaves the cores alone, where OpenMP's own default spins ten times as long. The products'
+  BLAS calls run one thread each on the same threads (OpenBLAS's own pool is held at one
+  thread, :mod:`..threads`), so no second pool spins beside them. (Spinning for good was once
+  measured 15x slower on an MLP step: OpenBLAS's threads and Numba's spun on two cores against
+  each other.)
 * **glibc keeps freed memory** (:func:`keep_freed_memory`), so a training step reuses the
   previous step's pages instead of faulting in fresh ones.
 
@@ -26,9 +34,14 @@ import sys
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
+SPIN_COUNT = 30000
+"""Checks an idle OpenMP thread makes for new work before it sleeps (``GOMP_SPINCOUNT``; OpenMP's
+own default is 300000). Measured on a 2-core VM: 30000 checks kept an idle thread on its core
+~0.4 ms, 100000 ~1.2 ms; a region handed over within that took ~3 µs at any of 3000-300000."""
+
 applied: dict[str, object] = {}
-"""What :func:`apply_process_settings` changed: ``{"OMP_WAIT_POLICY": "PASSIVE",
-"keep_freed_memory": True}``, or empty before the first call or when switched off."""
+"""What :func:`apply_process_settings` changed: ``{"GOMP_SPINCOUNT": "30000", "KMP_BLOCKTIME":
+"1", "keep_freed_memory": True}``, or empty before the first call or when switched off."""
 
 
 def tuning_enabled() -> bool:
@@ -40,9 +53,10 @@ def apply_process_settings() -> dict:
     """Make both settings (once per process, unless switched off); returns :data:`applied`."""
     if applied or not tuning_enabled():
         return applied
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when OpenMP starts: before any kernel
-        applied["OMP_WAIT_POLICY"] = "PASSIVE"
+    user_set = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"} & set(os.environ)
+    if not user_set:  # read when OpenMP starts: before any kernel
+        os.environ["GOMP_SPINCOUNT"] = applied["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+        os.environ["KMP_BLOCKTIME"] = applied["KMP_BLOCKTIME"] = "1"  # milliseconds
     applied["keep_freed_memory"] = keep_freed_memory()
     return applied
 

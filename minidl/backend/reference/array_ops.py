@@ -13,8 +13,11 @@ import numpy as np
 
 from ..batched_product import cached_product_layout
 from ..primitives import check_math_function
+from .. import threads
+from . import product_threads
 from .product_threads import (PARALLEL_MIN_WORK, compute_in_parts, compute_on_one_blas_thread,
-                              part_count, worth_splitting)
+                              make_native_parts, native_part_count, part_count,
+                              with_blas_at_one_thread, worth_splitting)
 
 
 # -- creation and transfer ---------------------------------------------------------------------
@@ -263,8 +266,26 @@ def concatenate(arrays, axis):
 _PER_BLOCK_MIN_COLUMNS = 100
 
 
+# Multiply-adds from which OpenBLAS threads a product itself (its SMP threshold, 65536 × 4).
+_BLAS_THREADS_MIN_WORK = 1 << 18
+
+
 def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
            out_axes=None, sum_axis=None):
+    if threads.blas_keeps_its_pool and product_threads.native_parts is not None and \
+            a.size * builtins.max(b.shape[-2:]) >= _BLAS_THREADS_MIN_WORK and \
+            product_threads.blas_thread_count() > 1:
+        # Numba's threads spin for a moment after each parallel region (numba_cpu's
+        # process_settings), and OpenBLAS's own pool, still at NumPy's default count as long as
+        # set_num_threads was never called, would spin against them on the same cores (an MLP
+        # step took twice as long on two cores). So minidl's products hold OpenBLAS at one
+        # thread then too (this call again, inside) and take their threads from the parts;
+        # NumPy's own products outside minidl keep OpenBLAS's pool.
+        whole = []
+        with_blas_at_one_thread(lambda: whole.append(matmul(
+            a, b, transpose_a, transpose_b, a_axes=a_axes, b_axes=b_axes, out_axes=out_axes,
+            sum_axis=sum_axis)))
+        return whole[0]
     if a_axes is None and b_axes is None and out_axes is None and sum_axis is None:
         # NumPy's transposes are views: BLAS reads them in place, as the flags ask. The array
         # method, one C call, where np.swapaxes passes through three Python-level wrappers
@@ -338,7 +359,17 @@ def _matrix_product(a, b):
     # A product too small to split (any single sample's) asks one question, not the two of
     # part_count, which begins with this one; below twice the parallel minimum (worth_splitting's
     # first test, inline) it asks none: a Python call is a fair part of a small product's time.
-    if work < 2 * PARALLEL_MIN_WORK or not (SPLIT_PLAIN_PRODUCTS and worth_splitting(work)):
+    if work < 2 * PARALLEL_MIN_WORK or not SPLIT_PLAIN_PRODUCTS:
+        return np.matmul(a, b)
+    parts = native_part_count(m // _ROW_TILE, work)
+    if parts > 1:
+        out = np.empty((m, n), dtype=np.result_type(a, b))
+        bounds = [round(m * part / parts / _ROW_TILE) * _ROW_TILE for part in range(parts)]
+        calls = product_threads.native_parts.gemm_call_table(a, b, out, bounds + [m])
+        if calls is not None:
+            make_native_parts(calls, parts, out.dtype)
+            return out
+    if not worth_splitting(work):
         return np.matmul(a, b)
     parts = part_count(m // _ROW_TILE, work)
     if parts == 1:
@@ -484,6 +515,13 @@ def _block_by_block(a, b):
     axis = builtins.max(range(a.ndim - 2), key=lambda batch_axis: a.shape[batch_axis])
     # Every part makes the same per-block BLAS calls as the whole, so all of the work counts.
     work = math.prod(a.shape[:-2]) * m * k * n
+    native = native_part_count(a.shape[axis], work, call_work=m * k * n)
+    if native > 1:
+        out = np.empty(a.shape[:-1] + (n,), dtype=np.result_type(a, b))
+        calls = product_threads.native_parts.gemm_call_table(a, b, out)
+        if calls is not None:
+            make_native_parts(calls, native, out.dtype)
+            return out
     parts = part_count(a.shape[axis], work, call_work=m * k * n)
     if parts == 1:
         return np.matmul(a, b)

@@ -13,6 +13,11 @@ OpenBLAS computes on one thread (``md.set_num_threads`` sets it so, see :mod:`..
 that the budget is never exceeded. The workers sleep on a queue between products: nothing
 spins.
 
+Once the CPU backend's kernels are loaded, the products whose parts are plain BLAS calls (rows of
+a 2-D product, the matrices of a stack) hand those calls to Numba's threads instead
+(:data:`native_parts`), which take a part in microseconds; the rest (a convolution's wide
+products and weight gradients, whose parts also copy and add) stay here.
+
 A part is a range of output rows or of whole images, never a range of the summed axis: every
 output element is still one BLAS dot product over the whole of k, in the same order, so the
 result is bitwise the same whichever thread computes it and however many parts there are.
@@ -41,7 +46,9 @@ import os
 import queue
 import threading
 
-from ..threads import openblas_thread_count_functions, product_thread_budget
+from .. import threads
+from ..threads import (follow_in_this_thread, openblas_thread_count_functions,
+                       product_thread_budget)
 
 # Multiply-adds every part keeps. Below 100³ = 10⁶ multiply-adds OpenBLAS switches to its
 # small-matrix kernels, which sum in another order: a part of a product too large for them must
@@ -149,7 +156,7 @@ class _ProductThreads:
             while len(self._workers) < parts - 1:
                 self._workers.append(_Worker())
             # Each part's BLAS call on its own thread: parts <= budget.
-            _with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts, work))
+            with_blas_at_one_thread(lambda: self._run_parts(compute, size, parts, work))
         finally:
             self._lock.release()
 
@@ -161,7 +168,7 @@ class _ProductThreads:
             compute()
             return
         try:
-            _with_blas_at_one_thread(compute)
+            with_blas_at_one_thread(compute)
         finally:
             self._lock.release()
 
@@ -187,7 +194,12 @@ def _part_bounds(size: int, parts: int, work: int | None) -> list[int]:
     return [0] + [first + rest * part // (parts - 1) for part in range(parts)]
 
 
-def _with_blas_at_one_thread(compute) -> None:
+def blas_thread_count() -> int:
+    """OpenBLAS's thread count now."""
+    return int(openblas_thread_count_functions()[0]())
+
+
+def with_blas_at_one_thread(compute) -> None:
     """Call ``compute()`` with OpenBLAS at one thread: it is so already once
     ``md.set_num_threads`` was called; before that it has NumPy's default count, given back
     after (a switch costs about a microsecond)."""
@@ -197,9 +209,11 @@ def _with_blas_at_one_thread(compute) -> None:
         compute()
         return
     set_count(ctypes.c_int(1))
+    threads.blas_count_held = count  # still the parts' budget meanwhile
     try:
         compute()
     finally:
+        threads.blas_count_held = None
         set_count(ctypes.c_int(count))
 
 
@@ -245,6 +259,38 @@ def _as_one_product(work: int, call_work: int | None) -> int:
     return work
 
 
+# -- parts made on Numba's threads ------------------------------------------------------------
+
+native_parts = None
+"""The Numba CPU backend's :mod:`~minidl.backend.numba_cpu.product_parts`, set when its kernels
+load (this module imports nothing of Numba): a part then is the BLAS call NumPy would make,
+made on Numba's threads, which take a part in microseconds where the threads above take tens
+of them to wake. None until then, and where NumPy's BLAS offers no such calls."""
+
+NATIVE_SPLIT_MIN_WORK = 1 << 25
+"""Multiply-adds from which a product whose cut never changes its bits (by rows, by whole
+matrices of a stack) is split over Numba's threads."""
+
+
+def native_part_count(size: int, work: int, call_work: int | None = None) -> int:
+    """:func:`part_count` for a product whose parts Numba's threads would make: 1 without them,
+    below :data:`NATIVE_SPLIT_MIN_WORK` (for a stack of small products, as one product of its
+    cost, as in :func:`worth_splitting`) or on a budget of one thread."""
+    if native_parts is None or work < 2 * PARALLEL_MIN_WORK or \
+            _as_one_product(work, call_work) < NATIVE_SPLIT_MIN_WORK:
+        return 1
+    return max(1, min(_threads.thread_budget(), size, work // PARALLEL_MIN_WORK))
+
+
+def make_native_parts(calls, parts: int, dtype) -> None:
+    """Make the BLAS calls of a :func:`~minidl.backend.numba_cpu.product_parts.gemm_call_table`
+    in ``parts`` runs of consecutive calls, the runs at once on Numba's threads, OpenBLAS on one
+    thread inside each."""
+    part_starts = [len(calls) * part // parts for part in range(parts + 1)]
+    follow_in_this_thread()
+    with_blas_at_one_thread(lambda: native_parts.make_calls(calls, part_starts, dtype))
+
+
 def compute_in_parts(compute, size: int, parts: int, work: int | None = None,
                      call_work: int | None = None) -> None:
     """Call ``compute(start, stop)`` on ``parts`` ranges that split ``range(size)``, each on its
@@ -263,4 +309,6 @@ def compute_on_one_blas_thread(compute) -> None:
 
 
 __all__ = ["part_count", "worth_splitting", "compute_in_parts", "compute_on_one_blas_thread",
-           "PARALLEL_MIN_WORK", "SPLIT_MIN_WORK", "WAKE_WORK"]
+           "native_part_count", "make_native_parts", "with_blas_at_one_thread",
+           "blas_thread_count", "PARALLEL_MIN_WORK", "SPLIT_MIN_WORK",
+           "WAKE_WORK", "NATIVE_SPLIT_MIN_WORK"]

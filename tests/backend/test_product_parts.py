@@ -1,0 +1,107 @@
+"""The BLAS calls the CPU backend makes itself on Numba's threads
+(:mod:`minidl.backend.numba_cpu.product_parts`) are the calls NumPy's matmul makes: the same
+bits on every layout the products use, and no call where NumPy would not call gemm."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from minidl.backend import threads
+from minidl.backend.numba_cpu import load_kernels, product_parts
+from minidl.backend.reference import array_ops, product_threads
+
+pytestmark = pytest.mark.skipif(not product_parts.gemm_functions(),
+                                reason="NumPy's BLAS here has no 64-bit-integer CBLAS gemm")
+
+
+def _made(a, b, parts=2, row_bounds=None):
+    """a @ b computed by the call table, in ``parts`` runs, or None if there is no table."""
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                   dtype=a.dtype)
+    calls = product_parts.gemm_call_table(a, b, out, row_bounds)
+    if calls is None:
+        return None
+    starts = [len(calls) * part // parts for part in range(parts + 1)]
+    product_parts.make_calls(calls, starts, a.dtype)
+    return out
+
+
+def _matrix(rng, shape, dtype, transposed):
+    """A random matrix of ``shape``, stored transposed (column-major) if asked."""
+    if transposed:
+        return rng.standard_normal(shape[::-1]).astype(dtype).T
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_row_parts_give_numpys_bits_for_every_operand_layout(dtype, transpose_a, transpose_b):
+    rng = np.random.default_rng(0)
+    a = _matrix(rng, (960, 130), dtype, transpose_a)
+    b = _matrix(rng, (130, 70), dtype, transpose_b)
+    made = _made(a, b, parts=3, row_bounds=[0, 312, 624, 960])
+    np.testing.assert_array_equal(made, np.matmul(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_gives_numpys_bits_whatever_its_strides(dtype):
+    rng = np.random.default_rng(1)
+    # Attention's heads, read in place out of one (batch, time, 3, heads, width) buffer.
+    qkv = rng.standard_normal((8, 64, 3, 4, 32)).astype(dtype)
+    q, k = qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(_made(q, k), np.matmul(q, k))
+    # A convolution's weight broadcast over the images (batch stride 0) times their columns.
+    weight = np.broadcast_to(rng.standard_normal((16, 150)).astype(dtype), (64, 16, 150))
+    columns = rng.standard_normal((150, 64, 100)).astype(dtype).transpose(1, 0, 2)
+    np.testing.assert_array_equal(_made(weight, columns, parts=5), np.matmul(weight, columns))
+
+
+def test_the_parts_cover_every_call_once_however_many_there_are():
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((7, 40, 40)).astype(np.float32) for _ in range(2))
+    for parts in (1, 2, 3, 7):
+        np.testing.assert_array_equal(_made(a, b, parts=parts), np.matmul(a, b))
+
+
+def test_no_table_where_numpy_would_not_call_gemm():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((100, 100))
+    out = np.empty((100, 100))
+    assert product_parts.gemm_call_table(x, x.T, out) is None            # syrk
+    assert product_parts.gemm_call_table(x[:1], x, out[:1]) is None     # one row: gemv
+    assert product_parts.gemm_call_table(x, x[:, :1], out[:, :1]) is None  # one column
+    assert product_parts.gemm_call_table(x[::2, ::2], x[:50, :50],
+                                         np.empty((50, 50))) is None    # strides BLAS can't take
+    assert product_parts.gemm_call_table(x.astype(np.float32), x, out) is None  # mixed types
+    ints = np.ones((10, 10), np.int64)
+    assert product_parts.gemm_call_table(ints, ints, np.empty((10, 10), np.int64)) is None
+
+
+def test_without_set_num_threads_minidls_products_hold_openblas_at_one_thread(monkeypatch):
+    # Numba's threads spin for a moment between regions: OpenBLAS's own pool, at NumPy's
+    # default count, must not spin beside them. So a product holds it at one thread (and
+    # takes its threads from the parts, within OpenBLAS's count), and gives the count back.
+    load_kernels()
+    get_count, set_count = threads.openblas_thread_count_functions()
+    before = int(get_count())
+    monkeypatch.setattr(product_threads, "native_parts", product_parts)
+    monkeypatch.setattr(threads, "blas_keeps_its_pool", True)
+    monkeypatch.setattr(threads, "_requested", None)
+    seen = []
+    matrix_product = array_ops._matrix_product
+
+    def recording(a, b):
+        seen.append((int(get_count()), threads.product_thread_budget()))
+        return matrix_product(a, b)
+    monkeypatch.setattr(array_ops, "_matrix_product", recording)
+    set_count(ctypes.c_int(2))
+    try:
+        array_ops.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
+        assert seen == [(1, 2)]
+        assert int(get_count()) == 2
+    finally:
+        set_count(ctypes.c_int(before))
