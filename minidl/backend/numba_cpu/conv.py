@@ -252,17 +252,15 @@ def _col2im_parallel(cols, dx, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w):
 PARALLEL_MIN_WORK = 1 << 18
 
 # Elements of the column table from which im2col and col2im spread over threads. The table is
-# read next by the convolution's product (im2col) or was just written by it (col2im), and that
-# product runs on one core unless it is big enough to be split (product_threads.SPLIT_MIN_WORK):
-# a table written by two cores and read by one comes half from the other core's cache. Measured
-# on LeNet at two threads (tables of 1.0M and 1.25M elements, products not split): its products
-# took 4.79 ms a step after threaded copies against 3.83 ms after one-thread ones, while the
-# copies themselves gained 0.2 ms. Above this size the products are split too (CIFAR's layers).
-# The line lies between LeNet's largest table (1.25M elements, a product of 7.5M multiply-adds)
-# and the first CIFAR layer's (1.77M elements: 3 channels, 3x3 taps, 64 images of 32x32, read by
-# a product of 57M multiply-adds, which is split): threading that copy measured 0.99 -> 0.62 ms
-# a step at two threads, LeNet's step unchanged.
-COLUMNS_PARALLEL_MIN_WORK = 3 << 19
+# read next by the convolution's product (im2col) or was just written by it (col2im), which
+# runs on one core unless it is big enough to be split (product_threads.SPLIT_MIN_WORK): a
+# table written by two cores and read by one comes half from the other core's cache. With
+# threads that slept between regions this cost LeNet's products more than the threaded copies
+# gained (4.79 against 3.83 ms a step), and the line lay at 1.5M elements, above LeNet's tables
+# (1.0M and 1.25M). With threads that spin for a moment (numba_cpu/process_settings.py) LeNet
+# gained from threading them too: measured with the other passes, see
+# elementwise.THREADS_MIN_WORK.
+COLUMNS_PARALLEL_MIN_WORK = 1 << 18
 
 
 def _geometry(x_shape, kernel_size, stride, padding, dilation):

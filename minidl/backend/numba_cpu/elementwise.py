@@ -25,24 +25,22 @@ from ..threads import follow_in_this_thread, on_calling_thread
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
-"""Elements from which a pass runs the compiled kernels rather than NumPy's ufunc (from 2^18 up
-to :data:`THREADS_MIN_WORK` held to the calling thread)."""
+"""Elements from which a pass runs the compiled kernels rather than NumPy's ufunc (up to
+:data:`THREADS_MIN_WORK` held to the calling thread)."""
 
-THREADS_MIN_WORK = 1 << 20
-"""Elements from which those kernels are split over threads. Below it they run held to the
-calling thread (:func:`..threads.on_calling_thread`: the same loop, the same bits), still faster
-than NumPy (LeNet's per-channel bias add, 64x6x28x28: 56 against 85 us). A second core gains
-less there than waking it and reading back the half of the result it wrote costs: the products
-that follow a LeNet-sized layer (64x6x28x28 = 301k elements) ran 8% slower after it.
+THREADS_MIN_WORK = 1 << 18
+"""Elements from which those kernels are split over threads (below it they would run held to the
+calling thread, :func:`..threads.on_calling_thread`: the same loop, the same bits; with both
+floors at 2^18 no size is held today, the switch stays for a machine where they part).
 
-Measured on a 2-core VM at two threads, with OpenMP's workers waiting passively (alternating in
-one process, medians of 10 rounds, load ~1): LeNet's step 6.54 -> 6.20 ms with pooling and ReLU
-from 2^20 elements and the optimizer updates from 2^16 entries (from 2^18 and 2^14), CIFAR's
-38.4 -> 37.7 ms, the Transformer's and attention's within 1%, every one-thread step unchanged;
-then these passes from 2^20 too: LeNet 6.29 -> 5.88 ms, the Transformer's 2-thread step 1-2%
-slower (its 2048x128 residual adds), attention and CIFAR within 1%, one thread unchanged. Sent
-to NumPy below 2^20 instead of held, the Transformer's adds made its step 6% slower at one
-thread and two."""
+Waking a sleeping worker is what a split must pay for. With OpenMP's threads waiting passively
+(~80 µs a region on a 2-core VM) these passes threaded only from 2^20: LeNet's per-channel bias
+add (64x6x28x28) held ran in 56 us against NumPy's 85, and threaded made the products after it
+8% slower. Now that the threads spin for a moment between regions (~3 µs a region, see
+:mod:`.process_settings`), threading from 2^18 pays (2-core VM, two threads, medians of 4
+alternating runs, load ~1, together with pooling, bias-gradient sums and im2col/col2im from
+2^18): attention 41.4 -> 44.2 steps/s, the Transformer 17.7 -> 19.7, LeNet 163 -> 164, MLP
+274 -> 278, CIFAR and the LSTM unchanged."""
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 

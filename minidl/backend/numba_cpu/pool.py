@@ -165,9 +165,9 @@ def _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_
 # planes (CIFAR's 8x8 maps) the calls cost as much as the pooling (max pooling forward over a
 # CIFAR CNN's three layers measured ~2x faster inlined).
 
-PARALLEL_MIN_WORK = 1 << 20
+PARALLEL_MIN_WORK = 1 << 18
 """Input elements (output elements for the backward passes) from which pooling is split over
-threads (see :data:`.elementwise.THREADS_MIN_WORK` for why not from 2^18)."""
+threads (measured with the other passes: see :data:`.elementwise.THREADS_MIN_WORK`)."""
 
 VECTORISED_MIN_WORK = 1 << 14
 """Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the

@@ -32,12 +32,12 @@ from . import loading
 PARALLEL_MIN_WORK = 1 << 18
 """Elements from which a sum is the tiled kernel's (below, NumPy's call; Numba is not loaded)."""
 
-THREADED_MIN_WORK = 1 << 20
+THREADED_MIN_WORK = 1 << 18
 """Elements from which the tiles run on Numba's threads; below, they run one after another on
-the calling thread. One thread sums a (2048, 128) bias gradient's tiles in ~21 us; two took
-~14 us at best, but waking the pool waits for a free core, and on a busy machine the median
-was ~120 us: a few microseconds are not worth that risk. A (2048, 512) sum takes ~170 us on one
-thread, enough to pay for the wake-up."""
+the calling thread. One thread sums a (2048, 128) bias gradient's tiles in ~21 us, two ~14 us:
+worth it only while the threads are awake, which they now are for a moment after each region
+(measured with the other passes: see :data:`.elementwise.THREADS_MIN_WORK`; with threads that
+slept, a wake-up's median was ~120 us on a busy machine and the floor was 2^20)."""
 
 ROW_BLOCKS = 16
 """At most this many blocks of rows: the partial rows then cost at most 16 rows' worth of memory,
