@@ -105,3 +105,38 @@ def test_without_set_num_threads_minidls_products_hold_openblas_at_one_thread(mo
         assert int(get_count()) == 2
     finally:
         set_count(ctypes.c_int(before))
+
+
+def test_products_made_from_two_threads_at_once_give_the_one_thread_bits(monkeypatch):
+    # A model trained in a worker thread beside another: both products' parts run on Numba's
+    # threads at the same time, and each gets its own result.
+    import threading
+
+    import minidl as md
+
+    load_kernels()
+    monkeypatch.setattr(product_threads, "native_parts", product_parts)
+    monkeypatch.setattr(product_threads, "NATIVE_SPLIT_MIN_WORK", 0)
+    rng = np.random.default_rng(4)
+    pairs = [(rng.standard_normal((480, 300)).astype(np.float32),
+              rng.standard_normal((300, 200)).astype(np.float32)) for _ in range(2)]
+    before = md.get_num_threads()
+    md.set_num_threads(2)
+    try:
+        expected = [array_ops.matmul(a, b) for a, b in pairs]
+        results = [[], []]
+
+        def products(index):
+            for _ in range(20):
+                results[index].append(array_ops.matmul(*pairs[index]))
+        workers = [threading.Thread(target=products, args=(index,)) for index in range(2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        md.set_num_threads(before)
+    for index in range(2):
+        assert len(results[index]) == 20
+        for result in results[index]:
+            np.testing.assert_array_equal(result, expected[index])
