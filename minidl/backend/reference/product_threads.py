@@ -267,9 +267,14 @@ load (this module imports nothing of Numba): a part then is the BLAS call NumPy 
 made on Numba's threads, which take a part in microseconds where the threads above take tens
 of them to wake. None until then, and where NumPy's BLAS offers no such calls."""
 
-NATIVE_SPLIT_MIN_WORK = 1 << 25
+NATIVE_SPLIT_MIN_WORK = 1 << 23
 """Multiply-adds from which a product whose cut never changes its bits (by rows, by whole
-matrices of a stack) is split over Numba's threads."""
+matrices of a stack) is split over Numba's threads (a stack of small products counted as in
+:func:`worth_splitting`). Alone, two parts gained from ~8M multiply-adds (512×128×128: 126 ->
+76 µs), but a part's output then lies half in the other core's cache for the kernels after it:
+on a 2-core VM at two threads, LeNet's step (its convolutions' stacks of 64 per-image products,
+15-31M counted) took 167 steps/s with the line at 2^25, 179 at 2^23 and 175 at 2^22 (medians
+of 8 alternating runs, load ~1.1); CIFAR's and attention's within 2%."""
 
 
 def native_part_count(size: int, work: int, call_work: int | None = None) -> int:
