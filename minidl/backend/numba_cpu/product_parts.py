@@ -18,10 +18,11 @@ which it gives to ``syrk``; strides BLAS cannot take; a one-row or one-column ma
 gives to ``gemv``) is never described here: :func:`gemm_call_table` returns None and the caller
 keeps the Python threads.
 
-Measured on a 2-core virtual machine, float32, two parts against one ``np.matmul`` (medians,
-load ~1): LeNet's convolution products 50176×25×6 594 -> 287 µs and 6400×150×16 388 -> 193 µs,
-512×128×128 126 -> 76 µs, 2048×128×512 1838 -> 966 µs; the Python threads took 0.5x one
-thread's speed at 6.3M multiply-adds and 1.15x at 34M.
+Measured with ``benchmarks/bench_products.py`` on a 2-core virtual machine (float32, both
+runners made to split, medians of 9 alternating rounds, load ~1.2), one thread / the Python
+workers / Numba's threads: LeNet's first convolution (7.5M multiply-adds) 260 / 246 / 204 µs,
+attention's scores over 128 heads (16.8M) 529 / 381 / 343 µs, 512×128 by 128×128 (8.4M) 112 /
+118 / 83 µs, 2048×128 by 128×512 (134M) 1727 / 952 / 918 µs.
 """
 
 from __future__ import annotations
