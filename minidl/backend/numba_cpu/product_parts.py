@@ -140,7 +140,7 @@ def gemm_call_table(a, b, out, row_bounds=None):
     return calls
 
 
-def _matrix_offsets(batch_strides, batch) -> np.ndarray | int:
+def _matrix_offsets(batch_strides, batch) -> np.ndarray:
     """Byte offsets of each matrix of a batch (C order), from its batch strides."""
     offsets = np.zeros(batch, dtype=np.int64)
     for axis, (size, stride) in enumerate(zip(batch, batch_strides)):
