@@ -1,21 +1,21 @@
 """How many threads the CPU backend computes with: ``md.set_num_threads`` / ``md.get_num_threads``.
 
-Two pools share the budget. minidl's product threads (:mod:`.reference.product_threads`)
-cut each large matrix product into parts (rows, images, heads) computed at once, each part one
-BLAS call on one thread; Numba's pool runs the kernels marked ``parallel`` (optimizer updates,
-large im2col/col2im, elementwise kernels) and, once they are loaded, the parts of the products
-whose BLAS calls the CPU backend can make itself (:mod:`.numba_cpu.product_parts`). minidl's
-threads sleep when idle; Numba's spin for a moment first (:mod:`.numba_cpu.process_settings`). OpenBLAS,
-the BLAS in NumPy's wheels, is given one thread whatever the budget: its own workers spin on
-the cores for a while after each threaded product, just when the Numba kernels that follow want
-those cores, so the two pools took turns instead of working at once; and its threaded products
-sum in an order that depends on its thread count, while a product cut here gives the same bits
-at any count. Measured at 2 threads on a busy 2-core machine (median step): LSTM language
-model 215 -> 169 ms, attention block 32.0 -> 27.8 ms; holding OpenBLAS at one thread only
-while a product was cut (about a microsecond per switch) gave 226 and 28.5 ms. PyTorch's
-``torch.set_num_threads`` limits its one intra-op pool; here the same call limits both. Nothing
-is imported or changed until the function is called: until then NumPy's BLAS keeps its own
-threads, and the product threads take its count as their budget.
+Two pools share the budget. minidl's product threads (:mod:`.reference.product_threads`) cut each
+large matrix product into parts (rows, images, heads) computed at once, each part one BLAS call on
+one thread; Numba's pool runs the kernels marked ``parallel`` (optimizer updates, large
+im2col/col2im, elementwise kernels) and, once they are loaded, the parts of the products whose BLAS
+calls the CPU backend can make itself (:mod:`.numba_cpu.product_parts`). minidl's threads sleep
+when idle; Numba's spin for a moment first (:mod:`.numba_cpu.process_settings`). OpenBLAS, the BLAS
+in NumPy's wheels, is given one thread whatever the budget: its own workers spin on the cores for a
+while after each threaded product, just when the Numba kernels that follow want those cores, so the
+two pools took turns instead of working at once; and its threaded products sum in an order that
+depends on its thread count, while a product cut here gives the same bits at any count. Measured at
+2 threads on a busy 2-core machine (median step): LSTM language model 215 -> 169 ms, attention
+block 32.0 -> 27.8 ms; holding OpenBLAS at one thread only while a product was cut (about a
+microsecond per switch) gave 226 and 28.5 ms. PyTorch's ``torch.set_num_threads`` limits its one
+intra-op pool; here the same call limits both. Nothing is imported or changed until the function is
+called: until then NumPy's BLAS keeps its own threads, and the product threads take its count as
+their budget.
 
 BLAS's count is one setting for the whole process, but Numba keeps a count per calling thread
 (a thread that never set one uses the whole pool). So a count set on the main thread is also

@@ -135,7 +135,8 @@ def _im2col_rows_plane(x, cols, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, ou
                 table[t] = 0
             # Unsigned offsets: Numba must handle a negative signed index by counting from
             # the end, a per-element test that stops LLVM from vectorising the copy.
-            source = np.uint64(plane_start + (first * sh + row_offset) * width + lo * sw + col_offset)
+            source = np.uint64(plane_start + (first * sh + row_offset) * width + lo * sw
+                               + col_offset)
             target = np.uint64(base + first * out_w + lo)
             count = np.uint64(hi - lo)
             if sw == 1:
@@ -182,7 +183,8 @@ def _col2im_plane(cols, dx, b, ch, kh, kw, sh, sw, ph, pw, dh, dw, out_h, out_w)
             col_offset = j * dw - pw
             lo, hi = _valid_output_range(out_w, sw, col_offset, width)
             row_start = ((ch * kh + i) * kw + j) * columns
-            target = np.uint64(plane_start + (first * sh + row_offset) * width + lo * sw + col_offset)
+            target = np.uint64(plane_start + (first * sh + row_offset) * width + lo * sw
+                               + col_offset)
             source = np.uint64(row_start + (b * out_h + first) * out_w + lo)
             count = np.uint64(hi - lo)
             if sw == 1:
@@ -253,7 +255,8 @@ PARALLEL_MIN_WORK = 1 << 18
 
 # Elements of the column table from which im2col and col2im spread over threads. The table is
 # read next by the convolution's product (im2col) or was just written by it (col2im), which
-# runs on one core unless it is big enough to be split (product_threads.SPLIT_MIN_WORK): a
+# runs on one core unless it is big enough to be split (product_threads.NATIVE_SPLIT_MIN_WORK
+# and SPLIT_MIN_WORK): a
 # table written by two cores and read by one comes half from the other core's cache. With
 # threads that slept between regions this cost LeNet's products more than the threaded copies
 # gained (4.79 against 3.83 ms a step), and the line lay at 1.5M elements, above LeNet's tables

@@ -175,8 +175,9 @@ def _softmax_rows_vectorised(x, out, take_log):
 
     Softmax computes in float32 -- twice float64's lanes per vector instruction -- with the
     exps summed in float64: exp(x - max)·2^64 (:func:`_scaled_exp_of_difference_float32`)
-    goes into ``out``, is summed from there, and ``out`` is scaled by 1/sum in place. The 2^64 cancels in the ratio, and keeps entries as small as float32's
-    subnormals accurate until that one last rounding. Log-softmax: the exps are only summed
+    goes into ``out``, is summed from there, and ``out`` is scaled by 1/sum in place. The 2^64
+    cancels in the ratio, and keeps entries as small as float32's subnormals accurate until that
+    one last rounding. Log-softmax: the exps are only summed
     (:func:`_log_sum_exp_shifted`), then x - max - log(sum) is written. A NaN in the row, or a
     max of ±inf (inf - inf), makes a NaN exp, so the sum and then every entry are NaN, as in
     the reference's exp(x - max) (a NaN may or may not win the max; the row is NaN either way).

@@ -170,16 +170,15 @@ PARALLEL_MIN_WORK = 1 << 18
 threads (measured with the other passes: see :data:`.elementwise.THREADS_MIN_WORK`)."""
 
 VECTORISED_MIN_WORK = 1 << 14
-"""Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the
-threaded kernel, held to the calling thread (:func:`..threads.on_calling_thread`), rather than the serial
-loop. The two loops are the same code, but LLVM vectorises only the threaded one: Numba compiles
-a ``prange`` body as a function of its own whose arrays are declared not to overlap, while the
-serial loop may write into the input as far as LLVM knows, and the overlap test it adds before a
-vectorised row pays only from rows of 24 windows. LeNet's 14-window rows ran ~2.2x faster
-threaded on one thread (64x6x28x28: 78 against 170 us). Holding the pool costs ~3 us, which
-small problems do not win back: the two loops cross between 2^13 and 2^14 elements (2x6x28x28:
-5.7 us serial against 5.9 held; 4x6x28x28: 10.9 against 8.2; one 6x28x28 image: 3.0 against
-4.8)."""
+"""Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the threaded
+kernel, held to the calling thread (:func:`..threads.on_calling_thread`), rather than the serial
+loop. The two loops are the same code, but LLVM vectorises only the threaded one: Numba compiles a
+``prange`` body as a function of its own whose arrays are declared not to overlap, while the serial
+loop may write into the input as far as LLVM knows, and the overlap test it adds before a vectorised
+row pays only from rows of 24 windows. LeNet's 14-window rows ran ~2.2x faster threaded on one
+thread (64x6x28x28: 78 against 170 us). Holding the pool costs ~3 us, which small problems do not
+win back: the two loops cross between 2^13 and 2^14 elements (2x6x28x28: 5.7 us serial against 5.9
+held; 4x6x28x28: 10.9 against 8.2; one 6x28x28 image: 3.0 against 4.8)."""
 
 
 @njit(cache=True)

@@ -22,20 +22,19 @@ A part is a range of output rows or of whole images, never a range of the summed
 output element is still one BLAS dot product over the whole of k, in the same order, so the
 result is bitwise the same whichever thread computes it and however many parts there are.
 
-Why Python threads rather than Numba's pool (each part a ``prange`` iteration calling OpenBLAS's
-sgemm, which gives the same bits): its hand-off is fast only while its threads spin, and the
-CPU backend has them wait passively (:mod:`..numba_cpu.process_settings`). Waiting passively,
-a parallel region wakes its thread through the kernel as a queue wakes a worker here, and its
-end waits for every thread, where the caller here computes a late worker's parts itself.
-Measured on a 2-core virtual machine (float32, two parts, medians of interleaved rounds, load
-average 1.1-1.5), against one thread: both gained only from ~16-30 million multiply-adds
-(Numba's pool, then this module: 1024×128×128 0.96x, 0.92x; 2048×128×128 1.46x, 1.56x),
-Numba's lost more on small per-head stacks (32×(64×32×64): 0.52x, 0.70x), and the attention,
-Transformer and LSTM steps, their plain and per-head products on Numba's pool from 2²²
-multiply-adds, took the same time (1.00-1.01x). With spinning threads the hand-off took ~2 µs
-and 4-8 million multiply-adds gained 1.65-2.1x (load 0.8), but a product waited 4-7 ms for a
-thread whose core another process had taken (load 1.4-3), and 1-5 ms to wake one idle for
-20 ms.
+Numba's pool hands a part over fast only while its threads spin. When they waited passively (as the
+CPU backend once had them do), a parallel region woke its thread through the kernel as a queue
+wakes a worker here, and its end waited for every thread, where the caller here computes a late
+worker's parts itself. Measured then on a 2-core virtual machine (float32, two parts, medians of
+interleaved rounds, load average 1.1-1.5), against one thread: both gained only from ~16-30 million
+multiply-adds (Numba's pool, then this module: 1024×128×128 0.96x, 0.92x; 2048×128×128 1.46x,
+1.56x), Numba's lost more on small per-head stacks (32×(64×32×64): 0.52x, 0.70x), and the
+attention, Transformer and LSTM steps, their plain and per-head products on Numba's pool from 2²²
+multiply-adds, took the same time (1.00-1.01x). With spinning threads the hand-off took ~2 µs and
+4-8 million multiply-adds gained 1.65-2.1x (load 0.8), but a product waited 4-7 ms for a thread
+whose core another process had taken (load 1.4-3), and 1-5 ms to wake one idle for 20 ms. Numba's
+threads now spin only for a moment after each region (about 0.4 ms), which keeps the fast hand-off
+inside a training step and lets them sleep between steps; hence :data:`native_parts`.
 """
 
 from __future__ import annotations
