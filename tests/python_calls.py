@@ -7,6 +7,7 @@ without ever asserting a wall-clock bound.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 
@@ -19,12 +20,21 @@ def _profiled(function, event_kind: str, describe) -> list:
         if event == event_kind:
             events.append(describe(frame, arg))
 
+    # The garbage collector runs finalizers written in Python (llvmlite's objects' __del__,
+    # weakref callbacks) on whichever thread allocates when it triggers: right after Numba
+    # compiled a kernel, one such finalizer inside ``function`` would be counted as the op's
+    # call. So the garbage is collected before, and none during.
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
         function()
     finally:
         sys.setprofile(previous)
+        if collecting:
+            gc.enable()
     return events
 
 
