@@ -103,6 +103,13 @@ def test_without_set_num_threads_minidls_products_hold_openblas_at_one_thread(mo
         array_ops.matmul(np.ones((512, 512), np.float32), np.ones((512, 512), np.float32))
         assert seen == [(1, 2)]
         assert int(get_count()) == 2
+        # Counted by the product's own n: x @ Wᵀ with W (10, 784) is 784·10 multiply-adds a
+        # row, whatever W's longer axis; 512 rows of it are held, a single sample is not (its
+        # product never reaches OpenBLAS's threading, so its count is not set and set back).
+        weight = np.ones((10, 784), np.float32)
+        array_ops.matmul(np.ones((512, 784), np.float32), weight, False, True)
+        array_ops.matmul(np.ones((1, 784), np.float32), weight, False, True)
+        assert seen[1:] == [(1, 2), (2, 2)]
     finally:
         set_count(ctypes.c_int(before))
 

@@ -273,8 +273,14 @@ _BLAS_THREADS_MIN_WORK = 1 << 18
 def matmul(a, b, transpose_a=False, transpose_b=False, *, a_axes=None, b_axes=None,
            out_axes=None, sum_axis=None):
     if threads.blas_keeps_its_pool and product_threads.native_parts is not None and \
-            a.size * builtins.max(b.shape[-2:]) >= _BLAS_THREADS_MIN_WORK and \
-            product_threads.blas_thread_count() > 1:
+            a.size * (builtins.max(b.shape[-2:]) if b_axes is not None or b.ndim < 2
+                      else b.shape[-2] if transpose_b else b.shape[-1]) \
+            >= _BLAS_THREADS_MIN_WORK and product_threads.blas_thread_count() > 1:
+        # a.size · n bounds each BLAS call's multiply-adds, which OpenBLAS compares with the
+        # same line to decide whether to thread it (with b_axes, n is taken as the larger of
+        # b's last two axes). A single sample's Linear layer, (1, 784) @ (784, 10)ᵀ, is 7,840
+        # of them and is left alone: no thread count asked for and set back.
+        #
         # Numba's threads spin for a moment after each parallel region (numba_cpu's
         # process_settings), and OpenBLAS's own pool, still at NumPy's default count as long as
         # set_num_threads was never called, would spin against them on the same cores (an MLP
