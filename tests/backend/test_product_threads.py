@@ -114,6 +114,29 @@ def test_conv_products_give_the_one_thread_bits_on_two_threads(budget, split_cal
                                atol=tolerance * 10)
 
 
+# A first layer's weight gradient: a few small filters (3 channels → 27 taps, 32 or 8 of them)
+# from long maps, computed one product per image and the images' products added in order.
+@pytest.mark.parametrize("out_channels", [32, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_small_weight_gradient_is_summed_image_by_image_with_the_same_bits_on_two_threads(
+        budget, split_calls, out_channels, dtype):
+    cols, _, grad = _conv_operands(64, 3, out_channels, 32, dtype)
+    budget(1)
+    one_thread = _conv_products(cols, np.zeros((1, 1, out_channels, 27), dtype), grad)[1]
+    assert split_calls == []
+    budget(2)
+    two_threads = _conv_products(cols, np.zeros((1, 1, out_channels, 27), dtype), grad)[1]
+    assert split_calls[1] == 2  # the weight gradient's images on both threads
+    np.testing.assert_array_equal(one_thread, two_threads)
+    # Each image's product (its own BLAS call, 27 taps by the filters), then their sum in
+    # image order, transposed into the weight's (filters, taps).
+    by_image = [cols[0, :, i] @ grad[i, 0].T for i in range(cols.shape[2])]
+    np.testing.assert_array_equal(two_threads[0], np.add.reduce(np.stack(by_image), axis=0).T)
+    tolerance = 1e-3 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(two_threads[0], np.einsum("iol,kil->ok", grad[:, 0], cols[0]),
+                               atol=tolerance * 10)
+
+
 # Small maps whose wide product's image blocks end inside OpenBLAS's register tiles (7x7 and
 # 9x9 maps): cutting such a product between images changed float64 sums.
 @pytest.mark.parametrize("images, channels, side", [(40, 32, 7), (30, 16, 9)])
@@ -301,9 +324,9 @@ def test_a_stack_of_small_products_splits_from_half_the_work_along_its_longest_a
 
 
 def test_a_product_summed_over_images_splits_by_chunks_of_images(budget, cuts):
-    # A convolution's weight gradient (27x32 from 32x256-long sums): each thread sums its own
+    # A convolution's weight gradient (144x32 from 32x256-long sums): each thread sums its own
     # chunk of images, and the two chunks' sums are added in order at any thread count.
-    cols, weight, grad = _conv_operands(32, 3, 32, 16, np.float32)
+    cols, weight, grad = _conv_operands(32, 16, 32, 16, np.float32)
     budget(1)
     one_thread = _conv_products(cols, weight, grad)[1]
     budget(2)
