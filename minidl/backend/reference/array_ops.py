@@ -465,9 +465,11 @@ def _summed_over_batch_axis(a, b, axis):
 # few and small: LeNet's first, 6×25 from 64 images of 784 positions (k = 50,176), took 994 µs
 # as one product and 256 µs image by image; CIFAR's first, 32×27 from 64 images of 1024,
 # 3,293 µs and 1,265 µs. Measured on one thread (float32, 64 images, 64 to 1024 positions):
-# outputs of 72-1,728 elements took 1.1-4.3x less time image by image; from 2,304 elements the
-# two were within ±12%, from 9,216 the long product was faster.
-_IMAGE_BY_IMAGE_MOST_OUTPUT = 2048
+# outputs of 72-1,728 elements took 1.1-4.3x less time image by image; of 2,304-4,608 the two
+# were within ±12%, but image by image the images share the threads where a long product under
+# SPLIT_MIN_WORK stays whole (LeNet's second, 16×150 from 64×100: 508 -> 374 µs at two
+# threads); from 9,216 (CIFAR's last, 64×576: 2.6 against 3.5 ms) the long product was faster.
+_IMAGE_BY_IMAGE_MOST_OUTPUT = 4096
 
 
 def _summed_image_by_image(a, b):
