@@ -60,6 +60,26 @@ def test_a_stack_gives_numpys_bits_whatever_its_strides(dtype):
     np.testing.assert_array_equal(_made(weight, columns, parts=5), np.matmul(weight, columns))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_column_blocks_give_numpys_bits_block_by_block(dtype, transpose_b):
+    # A convolution's input gradient as one wide product, Wᵀ (150 × 16) by the images' output
+    # gradients side by side (16 × 64·100), in blocks of whole images: each block the call
+    # NumPy makes for its columns (blocks of other widths sum some columns in another order).
+    rng = np.random.default_rng(5)
+    weight_t = rng.standard_normal((16, 150)).astype(dtype).T
+    wide = _matrix(rng, (16, 6400), dtype, transpose_b)[None]           # one group
+    bounds = [0, 900, 1800, 2800, 3700, 4600, 5500, 6400]
+    out = np.empty((1, 150, 6400), dtype)
+    calls = product_parts.gemm_call_table(weight_t, wide, out, column_bounds=bounds)
+    assert len(calls) == 7
+    product_parts.make_calls(calls, [0, 4, 7], dtype)
+    for start, stop in zip(bounds, bounds[1:]):
+        np.testing.assert_array_equal(out[..., start:stop], weight_t @ wide[..., start:stop])
+    assert product_parts.gemm_call_table(weight_t, wide, out, column_bounds=[0, 1, 6400]) \
+        is None  # a one-column block is NumPy's gemv
+
+
 def test_the_parts_cover_every_call_once_however_many_there_are():
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal((7, 40, 40)).astype(np.float32) for _ in range(2))

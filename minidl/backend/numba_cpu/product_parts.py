@@ -95,12 +95,16 @@ def _operand(strides, rows: int, columns: int, itemsize: int):
     return None
 
 
-def gemm_call_table(a, b, out, row_bounds=None):
+def gemm_call_table(a, b, out, row_bounds=None, column_bounds=None):
     """The BLAS calls that compute ``out[...] = a @ b`` for arrays with the same batch shape
     (``a`` (…, m, k), ``b`` (…, k, n), ``out`` (…, m, n), any strides): one call per matrix of
     the batch, in C order, or, for 2-D arrays and ``row_bounds`` given, one per range of rows
-    ``row_bounds[i]:row_bounds[i + 1]``. None where NumPy would not make those gemm calls
-    itself (see the module's docstring): the caller then computes the product another way."""
+    ``row_bounds[i]:row_bounds[i + 1]``, or, ``column_bounds`` given, for each range of columns
+    in turn, one call per matrix on those columns (the calls NumPy makes for ``a @
+    b[..., start:stop]``). None where NumPy would not make those gemm calls itself (see the
+    module's docstring): the caller then computes the product another way."""
+    if column_bounds is not None:
+        return _column_block_calls(a, b, out, column_bounds)
     dtype = out.dtype
     if a.dtype != dtype or b.dtype != dtype or dtype not in gemm_functions():
         return None
@@ -137,6 +141,26 @@ def gemm_call_table(a, b, out, row_bounds=None):
     if a_layout[0] != b_layout[0] and m == n and a.strides[-2:] == b.strides[-2:][::-1] and \
             np.any(calls[:, A] == calls[:, B]):
         return None  # x @ xᵀ on one buffer: NumPy calls syrk
+    return calls
+
+
+def _column_block_calls(a, b, out, column_bounds):
+    """:func:`gemm_call_table`'s calls for each range of columns, from the whole product's
+    table: a block's calls differ from the whole's only in their width and where they start
+    reading b and writing out (one table made and copied, where a table per block cost ~10 µs
+    of Python each)."""
+    starts = np.asarray(column_bounds[:-1], dtype=np.int64)
+    widths = np.diff(np.asarray(column_bounds, dtype=np.int64))
+    if widths.min() < 2:
+        return None  # NumPy gives a one-column block to gemv
+    whole = gemm_call_table(a, b, out)
+    if whole is None:
+        return None
+    calls = np.tile(whole, (len(starts), 1))
+    per_block = len(whole)
+    calls[:, N] = np.repeat(widths, per_block)
+    calls[:, B] += np.repeat(starts * b.strides[-1], per_block)
+    calls[:, C] += np.repeat(starts * out.strides[-1], per_block)
     return calls
 
 

@@ -519,6 +519,9 @@ def _as_one_wide_product(a, b):
     else:
         product = np.empty(b.shape[:-3] + (m, n_blocks * n), dtype=np.result_type(a, b))
         bounds = [n_blocks * block // blocks for block in range(blocks + 1)]
+        native = native_part_count(blocks, work)
+        if native > 1 and _native_image_blocks(left, b, product, bounds, native):
+            return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
 
         def image_blocks(first, last):
             for start, stop in zip(bounds[first:last], bounds[first + 1:last + 1]):
@@ -530,6 +533,20 @@ def _as_one_wide_product(a, b):
         else:
             compute_in_parts(image_blocks, blocks, parts, work)
     return np.swapaxes(product.reshape(product.shape[:-1] + (n_blocks, n)), -2, -3)
+
+
+def _native_image_blocks(left, b, product, bounds, parts: int) -> bool:
+    """Write ``left @ b``'s image blocks (``bounds``) into ``product`` as BLAS calls made on
+    Numba's threads, b's images copied side by side first (on this thread; a view where they
+    lie so already); False, with nothing written, where they are not such calls."""
+    n = b.shape[-1]
+    wide = _side_by_side(b, 0, b.shape[-3])  # held here: the calls read it by address
+    calls = product_threads.native_parts.gemm_call_table(
+        left, wide, product, column_bounds=[bound * n for bound in bounds])
+    if calls is None:
+        return False
+    make_native_parts(calls, parts, product.dtype)
+    return True
 
 
 def _side_by_side(b, start, stop):
