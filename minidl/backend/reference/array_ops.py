@@ -503,7 +503,8 @@ def _as_one_wide_product(a, b):
     viewed back as (…, N, m, n).
 
     A large one is cut into blocks of whole images, each block its own BLAS call on its images
-    of b copied side by side, and the threads share the blocks. The blocks depend on the shape
+    of b copied side by side, and the threads share the blocks (Numba's, where its BLAS calls
+    can be made there, else the Python workers'). The blocks depend on the shape
     alone, never on the thread count: OpenBLAS sums the elements near a call's column edge in
     another order (measured in both precisions, for most cut positions), so the same columns
     computed in one call or in two need not agree, and only a fixed cut keeps the bits the

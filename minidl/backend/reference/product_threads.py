@@ -14,9 +14,10 @@ that the budget is never exceeded. The workers sleep on a queue between products
 spins.
 
 Once the CPU backend's kernels are loaded, the products whose parts are plain BLAS calls (rows of
-a 2-D product, the matrices of a stack) hand those calls to Numba's threads instead
-(:data:`native_parts`), which take a part in microseconds; the rest (a convolution's wide
-products and weight gradients, whose parts also copy and add) stay here.
+a 2-D product, the matrices of a stack, the image blocks of a convolution's wide product, the
+images of a small weight gradient) hand those calls to Numba's threads instead
+(:data:`native_parts`), which take a part in microseconds; the rest (a large weight gradient's
+chunks of images, whose parts also copy and add) stay here.
 
 A part is a range of output rows or of whole images, never a range of the summed axis: every
 output element is still one BLAS dot product over the whole of k, in the same order, so the
