@@ -111,7 +111,9 @@ def one(dtypes=None, **shape):
 
 
 def two(dtypes=None, second=None):
-    return st.tuples(tensors(dtypes, max_dims=2), second or operands(dtypes)).map(list)
+    # `is None`, not `or`: a strategy's truth value is a draw Hypothesis warns about.
+    return st.tuples(tensors(dtypes, max_dims=2),
+                     operands(dtypes) if second is None else second).map(list)
 
 
 def with_dim(dtypes=None):
