@@ -100,3 +100,19 @@ def test_a_single_images_convolution_product_is_one_plain_gemm_bit_for_bit():
     product = ReferenceBackend().matmul(a, b, **keywords)
     assert product.shape == (1, 1, 3, 37) and product.flags.c_contiguous
     np.testing.assert_array_equal(product.reshape(3, 37), a.reshape(3, 5) @ b.reshape(5, 37))
+
+
+def test_a_half_precision_weight_gradient_is_rounded_once_not_per_image():
+    # A first layer's weight gradient (32 filters × 27 taps from 64 images of 1024 positions)
+    # is summed image by image in float32 and float64; in float16 it stays one product, which
+    # NumPy sums in float32 and rounds once: adding 64 per-image products in float16 erred by
+    # 2.4 on values near 870, where float16's spacing is 0.5.
+    cols = rng.standard_normal((1, 27, 64, 1024)).astype(np.float16)
+    grad = rng.standard_normal((64, 1, 32, 1024)).astype(np.float16)
+    weight_gradient = ReferenceBackend().matmul(cols, grad, a_axes=(0, 2, 1, 3),
+                                                b_axes=(1, 0, 3, 2), out_axes=(0, 2, 1),
+                                                sum_axis=1)
+    exact = np.einsum("iol,kil->ok", grad[:, 0].astype(np.float64), cols[0].astype(np.float64))
+    assert weight_gradient.dtype == np.float16
+    spacing = float(np.spacing(np.float16(np.abs(exact).max())))
+    assert np.abs(weight_gradient[0] - exact).max() <= spacing

@@ -433,7 +433,8 @@ def _summed_over_batch_axis(a, b, axis):
     a = np.moveaxis(a, axis, -2)                                    # (..., m, S, k)
     b = np.moveaxis(np.swapaxes(b, -1, -2), axis, -2)               # (..., n, S, k)
     (m, images, k), n = a.shape[-3:], b.shape[-3]
-    if m * n <= _IMAGE_BY_IMAGE_MOST_OUTPUT and images > 1:
+    if m * n <= _IMAGE_BY_IMAGE_MOST_OUTPUT and images > 1 and \
+            np.result_type(a, b) in _BLAS_FLOATS:
         return _summed_image_by_image(a, b)
     work = math.prod(a.shape[:-3]) * m * images * k * n
     # A product too small to split stays one product (chunks cost a little on one thread).
@@ -470,6 +471,10 @@ def _summed_over_batch_axis(a, b, axis):
 # SPLIT_MIN_WORK stays whole (LeNet's second, 16×150 from 64×100: 508 -> 374 µs at two
 # threads); from 9,216 (CIFAR's last, 64×576: 2.6 against 3.5 ms) the long product was faster.
 _IMAGE_BY_IMAGE_MOST_OUTPUT = 4096
+
+# The dtypes summed image by image. float16 is not: NumPy's half-precision product sums a long k
+# in float32 and rounds once, where adding per-image products would round at every image.
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _summed_image_by_image(a, b):
