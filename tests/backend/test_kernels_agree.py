@@ -621,24 +621,15 @@ def test_erf_kernel_matches_the_reference_including_infinities_and_nan(dtype):
     assert fast.math_function(x[:0], "erf").shape == (0, 27)
 
 
-
-def test_mid_sized_elementwise_passes_run_their_kernels_on_the_calling_thread(monkeypatch):
-    # From PARALLEL_MIN_WORK elements an add runs the compiled kernel (faster than NumPy's
-    # ufunc), on the threads from THREADS_MIN_WORK: between the two it is held to the calling
-    # thread, same bits. (Both floors are 2^18 today; the test parts them to see the switch.)
+def test_elementwise_passes_give_numpys_bits_on_both_sides_of_their_thread_floor():
+    # Below PARALLEL_MIN_WORK an add is NumPy's ufunc; from it, the threaded kernel: the same
+    # bits either way (a convolution's bias on LeNet- and CIFAR-sized maps).
     from minidl.backend.numba_cpu import elementwise
 
     load_kernels()
-    monkeypatch.setattr(elementwise, "THREADS_MIN_WORK", 1 << 20)
-    held = []
-    on_calling_thread = elementwise.on_calling_thread
-    monkeypatch.setattr(elementwise, "on_calling_thread",
-                        lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
-    for shape in ((8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):  # NumPy, held, threads
+    for shape in ((8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):
         x = random_array(0, shape, np.float32)
         bias = random_array(1, (1, shape[1], 1, 1), np.float32)  # a convolution's bias
         np.testing.assert_array_equal(fast.add(x, bias), x + bias)
         np.testing.assert_array_equal(fast.mul(x, x), x * x)
-    assert elementwise.PARALLEL_MIN_WORK <= 64 * 6 * 28 * 28 < elementwise.THREADS_MIN_WORK
-    assert 64 * 16 * 32 * 32 >= elementwise.THREADS_MIN_WORK
-    assert len(held) == 2  # the middle size's add and mul only
+    assert 8 * 6 * 28 * 28 < elementwise.PARALLEL_MIN_WORK <= 64 * 6 * 28 * 28

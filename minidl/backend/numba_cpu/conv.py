@@ -262,7 +262,7 @@ PARALLEL_MIN_WORK = 1 << 18
 # gained (4.79 against 3.83 ms a step), and the line lay at 1.5M elements, above LeNet's tables
 # (1.0M and 1.25M). With threads that spin for a moment (numba_cpu/process_settings.py) LeNet
 # gained from threading them too: measured with the other passes, see
-# elementwise.THREADS_MIN_WORK.
+# elementwise.PARALLEL_MIN_WORK.
 COLUMNS_PARALLEL_MIN_WORK = 1 << 18
 
 

@@ -7,10 +7,9 @@ passes over memory (bias adds, residual adds, activations and their gradients) a
 of the time left on one core. Row-major arrays of at least :data:`PARALLEL_MIN_WORK` elements,
 of one float dtype, either of one shape, or an array with a 0-d value (a scale), or a
 (…, width) array with a (width,) row (a Linear bias), or an (N, C, …) array with a (1, C, 1, …)
-value per channel (a convolution's bias), go to the kernels of :mod:`.elementwise_threads`,
-which give NumPy's bits: split over threads from :data:`THREADS_MIN_WORK` elements, held to the
-calling thread below it (ReLU has its own floor, and runs the same loop on the calling thread
-below it: see :func:`relu`). Everything else — small arrays, other
+value per channel (a convolution's bias), go to the threaded kernels of
+:mod:`.elementwise_threads`, which give NumPy's bits (ReLU has its own floor, and runs the same
+loop on the calling thread below it: see :func:`relu`). Everything else — small arrays, other
 dtypes, general broadcasting, views that are not row-major — is the reference's NumPy call, and
 Numba is not imported for it (a small model's first forward pass never waits for Numba; see
 :mod:`.loading`).
@@ -21,17 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import array_ops
-from ..threads import follow_in_this_thread, on_calling_thread
+from ..threads import follow_in_this_thread
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
-"""Elements from which a pass runs the compiled kernels rather than NumPy's ufunc (up to
-:data:`THREADS_MIN_WORK` held to the calling thread)."""
-
-THREADS_MIN_WORK = 1 << 18
-"""Elements from which those kernels are split over threads (below it they would run held to the
-calling thread, :func:`..threads.on_calling_thread`: the same loop, the same bits; with both
-floors at 2^18 no size is held today, the switch stays for a machine where they part).
+"""Elements from which a pass is split over threads (below it, NumPy's ufunc).
 
 Waking a sleeping worker is what a split must pay for. With OpenMP's threads waiting passively
 (~80 µs a region on a 2-core VM) these passes threaded only from 2^20: LeNet's per-channel bias
@@ -62,18 +55,18 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
         op = _OPS[op_name]
         if a.shape == b.shape or b.ndim == 0:
             out = np.empty(a.shape, a.dtype)
-            _run("binary_spans", a.size, a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
+            _threads("binary_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
             return out
         if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1] and b.size:
             out = np.empty(a.shape, a.dtype)
             width = b.shape[0]
-            _run("rows_with_row", a.size, a.reshape(-1, width), b, out.reshape(-1, width), op)
+            _threads("rows_with_row")(a.reshape(-1, width), b, out.reshape(-1, width), op)
             return out
         if _per_channel(a, b):
             out = np.empty(a.shape, a.dtype)
             shape3 = (a.shape[0], a.shape[1], -1)
-            _run("planes_with_values", a.size, a.reshape(shape3), b.reshape(-1),
-                 out.reshape(shape3), op)
+            _threads("planes_with_values")(a.reshape(shape3), b.reshape(-1),
+                                           out.reshape(shape3), op)
             return out
     return ufunc(a, b)
 
@@ -91,16 +84,6 @@ def _threads(name: str):
     """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget."""
     follow_in_this_thread()
     return loading._kernel("elementwise_threads", name)
-
-
-def _run(name: str, size: int, *arguments) -> None:
-    """Kernel ``name`` of :mod:`.elementwise_threads` on ``arguments``, a pass over ``size``
-    elements: on the threads from :data:`THREADS_MIN_WORK`, else held to the calling thread."""
-    kernel = _threads(name)
-    if size >= THREADS_MIN_WORK:
-        kernel(*arguments)
-    else:
-        on_calling_thread(kernel, *arguments)
 
 
 def add(a, b):
@@ -135,7 +118,7 @@ def less(a, b):
     if not (_large(a, b) and (b.ndim == 0 or b.shape == a.shape)):
         return array_ops.less(a, b)
     out = np.empty(a.shape, np.bool_)
-    _run("less_spans", a.size, a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    _threads("less_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -149,8 +132,8 @@ def where(condition, a, b):
             or a.dtype != b.dtype):
         return array_ops.where(condition, a, b)
     out = np.empty(condition.shape, a.dtype)
-    _run("select_spans", condition.size, condition.reshape(-1), a.reshape(-1), b.reshape(-1),
-         out.reshape(-1))
+    _threads("select_spans")(condition.reshape(-1), a.reshape(-1), b.reshape(-1),
+                             out.reshape(-1))
     return out
 
 
@@ -161,7 +144,7 @@ def _selectable(x, condition) -> bool:
             and (x.shape == condition.shape or x.ndim == 0))
 
 
-RELU_PARALLEL_MIN_WORK = THREADS_MIN_WORK
+RELU_PARALLEL_MIN_WORK = PARALLEL_MIN_WORK
 """Elements from which ReLU and its gradient are split over threads (below it ReLU runs its
 own one-thread loop: see :func:`relu`)."""
 

@@ -31,7 +31,7 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 """Entries from which an update runs on Numba's threads. Below it, waking the threads (and,
 inside a training step, fetching the gradients another core just wrote) costs more than the
 second core saves: LeNet's 48k-entry weight among others (measured with pooling's and ReLU's
-floors, see :data:`.elementwise.THREADS_MIN_WORK`). The one-thread loop vectorises as
+floors, see :data:`.elementwise.PARALLEL_MIN_WORK`). The one-thread loop vectorises as
 well as the threaded one (30k entries: 18 against 17 us on one thread)."""
 
 

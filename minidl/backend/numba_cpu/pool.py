@@ -167,7 +167,7 @@ def _avg_pool_backward_plane(grad_out, dx, plane, kh, kw, sh, sw, ph, pw, count_
 
 PARALLEL_MIN_WORK = 1 << 18
 """Input elements (output elements for the backward passes) from which pooling is split over
-threads (measured with the other passes: see :data:`.elementwise.THREADS_MIN_WORK`)."""
+threads (measured with the other passes: see :data:`.elementwise.PARALLEL_MIN_WORK`)."""
 
 VECTORISED_MIN_WORK = 1 << 14
 """Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the threaded

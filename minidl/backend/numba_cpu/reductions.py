@@ -36,7 +36,7 @@ THREADED_MIN_WORK = 1 << 18
 """Elements from which the tiles run on Numba's threads; below, they run one after another on
 the calling thread. One thread sums a (2048, 128) bias gradient's tiles in ~21 us, two ~14 us:
 worth it only while the threads are awake, which they now are for a moment after each region
-(measured with the other passes: see :data:`.elementwise.THREADS_MIN_WORK`; with threads that
+(measured with the other passes: see :data:`.elementwise.PARALLEL_MIN_WORK`; with threads that
 slept, a wake-up's median was ~120 us on a busy machine and the floor was 2^20)."""
 
 ROW_BLOCKS = 16
