@@ -156,27 +156,6 @@ def follow_in_this_thread() -> None:
         apply_to_numba()
 
 
-def on_calling_thread(kernel, *arguments):
-    """``kernel(*arguments)``, a Numba ``parallel`` kernel, with Numba's pool held to the calling
-    thread: the same loop, so the same bits, and no other core woken.
-
-    For work too small to pay for waking a worker but large enough that the threaded loop's
-    speed matters: Numba compiles a ``prange`` body as a function of its own whose arrays are
-    declared not to overlap, so LLVM vectorises it without the run-time overlap test that a
-    plain serial loop needs (and that pays only for long rows). Holding the pool costs ~3 us.
-    Only called once the kernels (and so Numba) are loaded."""
-    import numba  # in sys.modules already: the kernel is one of Numba's
-
-    threads = numba.get_num_threads()
-    if threads == 1:
-        return kernel(*arguments)
-    numba.set_num_threads(1)  # per calling thread: other threads' kernels keep their count
-    try:
-        return kernel(*arguments)
-    finally:
-        numba.set_num_threads(threads)
-
-
 def product_thread_budget() -> int:
     """How many threads a matrix product may be cut over: the count set by
     :func:`set_num_threads`, or else OpenBLAS's own; 1 where NumPy uses another BLAS, whose
