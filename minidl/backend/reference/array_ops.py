@@ -371,9 +371,7 @@ def _matrix_product(a, b):
     if parts > 1:
         out = np.empty((m, n), dtype=np.result_type(a, b))
         bounds = [round(m * part / parts / _ROW_TILE) * _ROW_TILE for part in range(parts)]
-        calls = product_threads.native_parts.gemm_call_table(a, b, out, bounds + [m])
-        if calls is not None:
-            make_native_parts(calls, parts, out.dtype)
+        if _made_natively(a, b, out, parts, row_bounds=bounds + [m]):
             return out
     if not worth_splitting(work):
         return np.matmul(a, b)
@@ -551,11 +549,18 @@ def _native_image_blocks(left, b, product, bounds, parts: int) -> bool:
     lie so already); False, with nothing written, where they are not such calls."""
     n = b.shape[-1]
     wide = _side_by_side(b, 0, b.shape[-3])  # held here: the calls read it by address
-    calls = product_threads.native_parts.gemm_call_table(
-        left, wide, product, column_bounds=[bound * n for bound in bounds])
+    return _made_natively(left, wide, product, parts,
+                          column_bounds=[bound * n for bound in bounds])
+
+
+def _made_natively(a, b, out, parts: int, **cuts) -> bool:
+    """Write ``a @ b`` into ``out`` as the BLAS calls NumPy would make, in ``parts`` runs on
+    Numba's threads (``cuts``: :func:`~..numba_cpu.product_parts.gemm_call_table`'s row or
+    column bounds); False, with nothing written, where they are not such calls."""
+    calls = product_threads.native_parts.gemm_call_table(a, b, out, **cuts)
     if calls is None:
         return False
-    make_native_parts(calls, parts, product.dtype)
+    make_native_parts(calls, parts, out.dtype)
     return True
 
 
@@ -576,9 +581,7 @@ def _block_by_block(a, b):
     native = native_part_count(a.shape[axis], work, call_work=m * k * n)
     if native > 1:
         out = np.empty(a.shape[:-1] + (n,), dtype=np.result_type(a, b))
-        calls = product_threads.native_parts.gemm_call_table(a, b, out)
-        if calls is not None:
-            make_native_parts(calls, native, out.dtype)
+        if _made_natively(a, b, out, native):
             return out
     parts = part_count(a.shape[axis], work, call_work=m * k * n)
     if parts == 1:
