@@ -101,6 +101,28 @@ def test_no_table_where_numpy_would_not_call_gemm():
     assert product_parts.gemm_call_table(ints, ints, np.empty((10, 10), np.int64)) is None
 
 
+def test_a_layout_met_again_is_reused_with_each_products_own_addresses():
+    # The calls' sizes and offsets are worked out once per layout; the addresses are each
+    # product's own, so a second product of the same layout writes its own result.
+    rng = np.random.default_rng(6)
+    first = [rng.standard_normal((6, 40, 30)).astype(np.float32) for _ in range(2)]
+    second = [rng.standard_normal((6, 40, 30)).astype(np.float32) for _ in range(2)]
+    hits = product_parts._layout_table.cache_info().hits
+    for a, b in (first, second):
+        np.testing.assert_array_equal(_made(a, b.swapaxes(-1, -2)), a @ b.swapaxes(-1, -2))
+    assert product_parts._layout_table.cache_info().hits > hits
+
+
+def test_a_gram_product_is_told_apart_from_its_layouts_other_products():
+    # x @ yᵀ and x @ xᵀ share a layout; only the second is NumPy's syrk, whichever comes first.
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((2, 50, 50))
+    out = np.empty((50, 50))
+    for _ in range(2):
+        assert product_parts.gemm_call_table(x, y.T, out) is not None
+        assert product_parts.gemm_call_table(x, x.T, out) is None
+
+
 def test_without_set_num_threads_minidls_products_hold_openblas_at_one_thread(monkeypatch):
     # Numba's threads spin for a moment between regions: OpenBLAS's own pool, at NumPy's
     # default count, must not spin beside them. So a product holds it at one thread (and

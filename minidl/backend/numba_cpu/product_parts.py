@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -38,7 +39,8 @@ from ..threads import openblas_library_symbol
 # CBLAS's enumerations.
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
-# A call's columns in a call table (one row per BLAS call, all int64).
+# A call's columns in a call table (one row per BLAS call, all int64; A, B and C are byte
+# offsets from where the operands and the result start: see GemmCalls).
 TRANS_A, TRANS_B, M, N, K, A, LDA, B, LDB, C, LDC = range(11)
 CALL_FIELDS = 11
 
@@ -64,21 +66,42 @@ def gemm_functions():
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def _make_calls(gemm, calls, part_starts):
+def _make_calls(gemm, calls, part_starts, a_start, b_start, out_start):
     # One task per part; a part's calls one after another, each on the thread that runs it.
     for part in prange(part_starts.shape[0] - 1):
         for call in range(part_starts[part], part_starts[part + 1]):
             row = calls[call]
-            gemm(ROW_MAJOR, row[TRANS_A], row[TRANS_B], row[M], row[N], row[K], 1.0, row[A],
-                 row[LDA], row[B], row[LDB], 0.0, row[C], row[LDC])
+            gemm(ROW_MAJOR, row[TRANS_A], row[TRANS_B], row[M], row[N], row[K], 1.0,
+                 a_start + row[A], row[LDA], b_start + row[B], row[LDB], 0.0,
+                 out_start + row[C], row[LDC])
 
 
-def make_calls(calls: np.ndarray, part_starts, dtype) -> None:
-    """Make the BLAS calls of ``calls`` (a table from :func:`gemm_call_table`), the calls
+class GemmCalls(NamedTuple):
+    """The BLAS calls of one product: ``offsets``, a read-only table with one row per call
+    (the fields named at the top of this module), whose A, B and C columns are byte offsets
+    from ``starts``, the addresses where a, b and out begin. Its length is its call count."""
+
+    offsets: np.ndarray
+    starts: tuple
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def addresses(self) -> np.ndarray:
+        """The table with every call's A, B and C as absolute addresses."""
+        absolute = self.offsets.copy()
+        for field, start in zip((A, B, C), self.starts):
+            absolute[:, field] += start
+        return absolute
+
+
+def make_calls(calls: GemmCalls, part_starts, dtype) -> None:
+    """Make the BLAS calls of ``calls`` (from :func:`gemm_call_table`), the calls
     ``part_starts[p]:part_starts[p + 1]`` as part ``p``, the parts at once on Numba's threads.
-    The arrays the table points into must stay alive until this returns (the caller holds
+    The arrays the calls point into must stay alive until this returns (the caller holds
     them)."""
-    _make_calls(gemm_functions()[np.dtype(dtype)], calls, np.asarray(part_starts, np.int64))
+    _make_calls(gemm_functions()[np.dtype(dtype)], calls.offsets,
+                np.asarray(part_starts, np.int64), *calls.starts)
 
 
 def _operand(strides, rows: int, columns: int, itemsize: int):
@@ -102,65 +125,103 @@ def gemm_call_table(a, b, out, row_bounds=None, column_bounds=None):
     ``row_bounds[i]:row_bounds[i + 1]``, or, ``column_bounds`` given, for each range of columns
     in turn, one call per matrix on those columns (the calls NumPy makes for ``a @
     b[..., start:stop]``). None where NumPy would not make those gemm calls itself (see the
-    module's docstring): the caller then computes the product another way."""
-    if column_bounds is not None:
-        return _column_block_calls(a, b, out, column_bounds)
-    dtype = out.dtype
-    if a.dtype != dtype or b.dtype != dtype or dtype not in gemm_functions():
+    module's docstring): the caller then computes the product another way.
+
+    The calls are a layout plus where the three arrays start. The layout (every call's sizes,
+    flags and byte offsets) depends only on shapes, strides, dtypes and cuts, which a training
+    step repeats, so it is worked out once per layout (:func:`_layout_table`: ~20-40 µs of NumPy
+    calls alone, 60-130 µs inside a training step, where their code and data have left the
+    caches), and the kernel adds the addresses as it makes each call."""
+    layout = _layout_table(a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape,
+                           out.strides, out.dtype,
+                           None if row_bounds is None else tuple(row_bounds),
+                           None if column_bounds is None else tuple(column_bounds))
+    if layout is None:
         return None
-    (m, k), n, itemsize = a.shape[-2:], b.shape[-1], dtype.itemsize
+    offsets, may_be_gram = layout
+    calls = GemmCalls(offsets, tuple(x.__array_interface__["data"][0] for x in (a, b, out)))
+    if may_be_gram:
+        absolute = calls.addresses()
+        if np.any(absolute[:, A] == absolute[:, B]):
+            return None  # x @ xᵀ on one buffer: NumPy calls syrk
+    return calls
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_table(a_shape, a_strides, a_dtype, b_shape, b_strides, b_dtype, out_shape,
+                  out_strides, dtype, row_bounds, column_bounds):
+    """(a read-only call table whose A, B and C columns are byte offsets from where ``a``,
+    ``b`` and ``out`` start, whether x @ xᵀ on one buffer is possible for such operands), or
+    None where NumPy would make no such gemm calls. Arguments: the arrays' shapes, strides and
+    dtypes and the cuts, as :func:`gemm_call_table` takes them."""
+    if a_dtype != dtype or b_dtype != dtype or dtype not in gemm_functions():
+        return None
+    if column_bounds is not None:
+        offsets = _column_block_offsets(a_shape, a_strides, b_shape, b_strides, out_shape,
+                                        out_strides, dtype, column_bounds)
+    else:
+        offsets = _whole_or_row_offsets(a_shape, a_strides, b_shape, b_strides, out_shape,
+                                        out_strides, dtype, row_bounds)
+    if offsets is None:
+        return None
+    offsets.flags.writeable = False  # shared by every product of this layout
+    # NumPy hands x @ xᵀ to syrk: one operand read as the other's transpose, from one address.
+    may_be_gram = a_shape[-2] == b_shape[-1] and a_strides[-2:] == b_strides[-2:][::-1] and \
+        offsets[0, TRANS_A] != offsets[0, TRANS_B]
+    return offsets, bool(may_be_gram)
+
+
+def _whole_or_row_offsets(a_shape, a_strides, b_shape, b_strides, out_shape, out_strides, dtype,
+                          row_bounds):
+    """The offsets table of one call per matrix, or per range of rows; None as above."""
+    (m, k), n, itemsize = a_shape[-2:], b_shape[-1], dtype.itemsize
     if m < 2 or n < 2 or k < 2:
         return None  # NumPy gives a vector to gemv or dot
-    a_layout = _operand(a.strides[-2:], m, k, itemsize)
-    b_layout = _operand(b.strides[-2:], k, n, itemsize)
-    if a_layout is None or b_layout is None or out.strides[-1] != itemsize or \
-            out.strides[-2] % itemsize or out.strides[-2] // itemsize < n:
+    a_layout = _operand(a_strides[-2:], m, k, itemsize)
+    b_layout = _operand(b_strides[-2:], k, n, itemsize)
+    if a_layout is None or b_layout is None or out_strides[-1] != itemsize or \
+            out_strides[-2] % itemsize or out_strides[-2] // itemsize < n:
         return None
-    a_base, b_base, out_base = (x.__array_interface__["data"][0] for x in (a, b, out))
     if row_bounds is not None:
         starts = np.asarray(row_bounds[:-1], dtype=np.int64)
         rows = np.diff(np.asarray(row_bounds, dtype=np.int64))
         if rows.min() < 2:
             return None
-        a_offsets, b_offsets, out_offsets = starts * a.strides[-2], 0, starts * out.strides[-2]
+        a_offsets, b_offsets, out_offsets = starts * a_strides[-2], 0, starts * out_strides[-2]
         calls = np.empty((len(starts), CALL_FIELDS), dtype=np.int64)
         calls[:, M] = rows
     else:
-        batch = out.shape[:-2]
-        a_offsets, b_offsets, out_offsets = (_matrix_offsets(x.strides[:-2], batch)
-                                             for x in (a, b, out))
+        batch = out_shape[:-2]
+        a_offsets, b_offsets, out_offsets = (_matrix_offsets(strides[:-2], batch)
+                                             for strides in (a_strides, b_strides, out_strides))
         calls = np.empty((max(1, int(np.prod(batch, dtype=np.int64))), CALL_FIELDS),
                          dtype=np.int64)
         calls[:, M] = m
     calls[:, TRANS_A], calls[:, LDA] = a_layout
     calls[:, TRANS_B], calls[:, LDB] = b_layout
-    calls[:, N], calls[:, K], calls[:, LDC] = n, k, out.strides[-2] // itemsize
-    calls[:, A] = a_base + a_offsets
-    calls[:, B] = b_base + b_offsets
-    calls[:, C] = out_base + out_offsets
-    if a_layout[0] != b_layout[0] and m == n and a.strides[-2:] == b.strides[-2:][::-1] and \
-            np.any(calls[:, A] == calls[:, B]):
-        return None  # x @ xᵀ on one buffer: NumPy calls syrk
+    calls[:, N], calls[:, K], calls[:, LDC] = n, k, out_strides[-2] // itemsize
+    calls[:, A], calls[:, B], calls[:, C] = a_offsets, b_offsets, out_offsets
     return calls
 
 
-def _column_block_calls(a, b, out, column_bounds):
-    """:func:`gemm_call_table`'s calls for each range of columns, from the whole product's
-    table: a block's calls differ from the whole's only in their width and where they start
-    reading b and writing out (one table made and copied, where a table per block cost ~10 µs
-    of Python each)."""
+def _column_block_offsets(a_shape, a_strides, b_shape, b_strides, out_shape, out_strides, dtype,
+                          column_bounds):
+    """The offsets table for each range of columns, from the whole product's: a block's calls
+    differ from the whole's only in their width and where they start reading b and writing
+    out."""
     starts = np.asarray(column_bounds[:-1], dtype=np.int64)
     widths = np.diff(np.asarray(column_bounds, dtype=np.int64))
     if widths.min() < 2:
         return None  # NumPy gives a one-column block to gemv
-    whole = gemm_call_table(a, b, out)
+    whole = _whole_or_row_offsets(a_shape, a_strides, b_shape, b_strides, out_shape,
+                                  out_strides, dtype, None)
     if whole is None:
         return None
     calls = np.tile(whole, (len(starts), 1))
     per_block = len(whole)
     calls[:, N] = np.repeat(widths, per_block)
-    calls[:, B] += np.repeat(starts * b.strides[-1], per_block)
-    calls[:, C] += np.repeat(starts * out.strides[-1], per_block)
+    calls[:, B] += np.repeat(starts * b_strides[-1], per_block)
+    calls[:, C] += np.repeat(starts * out_strides[-1], per_block)
     return calls
 
 
@@ -174,4 +235,4 @@ def _matrix_offsets(batch_strides, batch) -> np.ndarray:
     return offsets.reshape(-1)
 
 
-__all__ = ["gemm_functions", "gemm_call_table", "make_calls"]
+__all__ = ["GemmCalls", "gemm_functions", "gemm_call_table", "make_calls"]
