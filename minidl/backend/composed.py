@@ -256,8 +256,17 @@ class OfTheBackendClass:
 
     def __init__(self, function, name: str):
         self.function, self.name = function, name
+        # Backend class -> its primitive, made on the first read: making one reads the
+        # contract's signature (~20 µs), and an optimizer reads its update once per step.
+        self._bound = {}
 
     def __get__(self, instance, owner):
+        primitive = self._bound.get(owner)
+        if primitive is None:
+            primitive = self._bound[owner] = self._bound_to(owner)
+        return primitive
+
+    def _bound_to(self, owner):
         from .primitives import Backend
         contract = getattr(Backend, self.name)
 
