@@ -121,6 +121,14 @@ def test_a_gram_product_is_told_apart_from_its_layouts_other_products():
     for _ in range(2):
         assert product_parts.gemm_call_table(x, y.T, out) is not None
         assert product_parts.gemm_call_table(x, x.T, out) is None
+    # In a stack, one matrix read against its own transpose is enough (NumPy's loop calls syrk
+    # for it): matrices 0 and 1 of a stack, each times the transpose of matrix 1.
+    stack = rng.standard_normal((3, 50, 50))
+    out = np.empty((2, 50, 50))
+    for other in (2, 1):
+        b = np.broadcast_to(stack[other].T, (2, 50, 50))
+        calls = product_parts.gemm_call_table(stack[:2], b, out)
+        assert (calls is None) == (other == 1)
 
 
 def test_without_set_num_threads_minidls_products_hold_openblas_at_one_thread(monkeypatch):

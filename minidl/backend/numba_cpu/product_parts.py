@@ -87,13 +87,6 @@ class GemmCalls(NamedTuple):
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def addresses(self) -> np.ndarray:
-        """The table with every call's A, B and C as absolute addresses."""
-        absolute = self.offsets.copy()
-        for field, start in zip((A, B, C), self.starts):
-            absolute[:, field] += start
-        return absolute
-
 
 def make_calls(calls: GemmCalls, part_starts, dtype) -> None:
     """Make the BLAS calls of ``calls`` (from :func:`gemm_call_table`), the calls
@@ -138,22 +131,25 @@ def gemm_call_table(a, b, out, row_bounds=None, column_bounds=None):
                            None if column_bounds is None else tuple(column_bounds))
     if layout is None:
         return None
-    offsets, may_be_gram = layout
-    calls = GemmCalls(offsets, tuple(x.__array_interface__["data"][0] for x in (a, b, out)))
-    if may_be_gram:
-        absolute = calls.addresses()
-        if np.any(absolute[:, A] == absolute[:, B]):
-            return None  # x @ xᵀ on one buffer: NumPy calls syrk
-    return calls
+    offsets, gram_gaps = layout
+    starts = tuple(x.__array_interface__["data"][0] for x in (a, b, out))
+    if gram_gaps is not None and starts[1] - starts[0] in gram_gaps:
+        return None  # x @ xᵀ on one buffer: NumPy calls syrk
+    return GemmCalls(offsets, starts)
 
 
 @functools.lru_cache(maxsize=256)
 def _layout_table(a_shape, a_strides, a_dtype, b_shape, b_strides, b_dtype, out_shape,
                   out_strides, dtype, row_bounds, column_bounds):
     """(a read-only call table whose A, B and C columns are byte offsets from where ``a``,
-    ``b`` and ``out`` start, whether x @ xᵀ on one buffer is possible for such operands), or
-    None where NumPy would make no such gemm calls. Arguments: the arrays' shapes, strides and
-    dtypes and the cuts, as :func:`gemm_call_table` takes them."""
+    ``b`` and ``out`` start, ``gram_gaps``), or None where NumPy would make no such gemm calls.
+    Arguments: the arrays' shapes, strides and dtypes and the cuts, as :func:`gemm_call_table`
+    takes them.
+
+    NumPy hands x @ xᵀ to syrk: a call whose one operand is read as the other's transpose, from
+    one address. For operands laid out so that can happen, ``gram_gaps`` holds the distances
+    b's start - a's start at which some call would read both from one address (its A offset -
+    its B offset); None where it cannot happen."""
     if a_dtype != dtype or b_dtype != dtype or dtype not in gemm_functions():
         return None
     if column_bounds is not None:
@@ -165,10 +161,11 @@ def _layout_table(a_shape, a_strides, a_dtype, b_shape, b_strides, b_dtype, out_
     if offsets is None:
         return None
     offsets.flags.writeable = False  # shared by every product of this layout
-    # NumPy hands x @ xᵀ to syrk: one operand read as the other's transpose, from one address.
-    may_be_gram = a_shape[-2] == b_shape[-1] and a_strides[-2:] == b_strides[-2:][::-1] and \
-        offsets[0, TRANS_A] != offsets[0, TRANS_B]
-    return offsets, bool(may_be_gram)
+    gram_gaps = None
+    if a_shape[-2] == b_shape[-1] and a_strides[-2:] == b_strides[-2:][::-1] and \
+            offsets[0, TRANS_A] != offsets[0, TRANS_B]:
+        gram_gaps = frozenset((offsets[:, A] - offsets[:, B]).tolist())
+    return offsets, gram_gaps
 
 
 def _whole_or_row_offsets(a_shape, a_strides, b_shape, b_strides, out_shape, out_strides, dtype,
