@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import threading
 
@@ -69,6 +70,12 @@ class NumbaThreadCount(threading.local):
     :func:`follow_in_this_thread` does, and calls :func:`apply_to_numba` only then."""
     wanted = 0
     applied = 0
+    count = 0
+    """The count this thread's Numba was last given by :func:`apply_to_numba` (0: none, so it
+    runs its whole pool)."""
+    whole_from = 0
+    """The elements from which a kernel on this thread is worth all its threads (``count``, or
+    Numba's whole pool; :func:`whole_count_from`); 0 where every parallel region is."""
 
 
 numba_thread_count = NumbaThreadCount()
@@ -145,7 +152,10 @@ def apply_to_numba() -> None:
     Numba is loaded, and by :func:`follow_in_this_thread`."""
     if _requested is not None:
         import numba
-        numba.set_num_threads(min(_requested, numba.config.NUMBA_NUM_THREADS))
+        count = min(_requested, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(count)
+        numba_thread_count.count = count
+        numba_thread_count.whole_from = whole_count_from(count)
         numba_thread_count.applied = NumbaThreadCount.wanted
 
 
@@ -154,6 +164,63 @@ def follow_in_this_thread() -> None:
     (one attribute read when it has)."""
     if numba_thread_count.applied != numba_thread_count.wanted:  # both 0 until a count is set
         apply_to_numba()
+
+
+REGION_MIN_WORK = 1 << 18
+"""Elements from which a parallel kernel is worth two threads: the kernels' own floors (conv,
+pool, elementwise, reductions: ``PARALLEL_MIN_WORK``), below which they run serial code."""
+
+
+def threads_worth(work: int, floor: int = REGION_MIN_WORK) -> int:
+    """How many threads a parallel region of ``work`` (elements, or multiply-adds) wakes, for a
+    kernel whose floor for two threads is ``floor``: 2 at the floor, then as the square root of
+    the work, 4 at 4× the floor, 8 at 16×, 16 at 64×.
+
+    A region on t threads takes about W·c/t for its work plus t·w to start and join its threads
+    (each thread is woken, and the region ends with its slowest), least at t = sqrt(W·c/w).
+    Two threads first pay where W·c/2 > w, at the floor F = 2w/c, so t = sqrt(2W/F); this rule
+    takes the next power up, sqrt(4W/F), to keep 2 at the floor. Waking the whole budget for
+    every region is what made minidl's steps slower from 8 to 16 threads on a 16-core machine
+    (the 16-core table in the README), where a LeNet-sized kernel's region woke sixteen
+    threads for two threads' work. The cut of the work is the kernel's, fixed by the shape, so
+    the count changes no result."""
+    return max(2, math.isqrt(4 * work // floor))
+
+
+def whole_count_from(count: int) -> int:
+    """The elements from which :func:`threads_worth` is ``count`` or more (4·work/floor >=
+    count²); 0 for one or two threads, which every parallel region is worth."""
+    return 0 if count <= 2 else (count * count * REGION_MIN_WORK + 3) // 4
+
+
+def on_numba_threads(count: int, kernel, *args, **kwargs):
+    """``kernel(*args, **kwargs)`` with this thread's Numba regions on at most ``count``
+    threads, the thread's count given back after: the others stay out of its regions (asleep,
+    or spinning for the next one). Nothing changes where ``count`` is the whole count."""
+    whole = numba_thread_count.count or _numba_pool_size()
+    if count >= whole:
+        return kernel(*args, **kwargs)
+    import numba
+    numba.set_num_threads(max(1, count))
+    try:
+        return kernel(*args, **kwargs)
+    finally:
+        numba.set_num_threads(whole)
+
+
+def sized_for(kernel, work: int):
+    """``kernel``, or, where ``work`` elements are worth fewer threads than this thread's whole
+    count, ``kernel`` bound to run on as many as they are (:func:`on_numba_threads`): for a call
+    site that knows its kernel's work (one attribute read where they are not)."""
+    if REGION_MIN_WORK <= work < numba_thread_count.whole_from:
+        return functools.partial(on_numba_threads, threads_worth(work), kernel)
+    return kernel
+
+
+@functools.cache
+def _numba_pool_size() -> int:
+    import numba
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def product_thread_budget() -> int:

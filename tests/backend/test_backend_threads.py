@@ -124,3 +124,83 @@ def test_training_is_bitwise_the_same_at_any_thread_count(monkeypatch):
         md.set_num_threads(before)
     for one, two in zip(*runs):
         np.testing.assert_array_equal(one, two)
+
+
+def test_a_region_wakes_as_many_threads_as_its_work_is_worth():
+    from minidl.backend import threads
+    floor = threads.REGION_MIN_WORK
+    assert [threads.threads_worth(floor * k) for k in (1, 2, 4, 16, 64, 256)] == \
+        [2, 2, 4, 8, 16, 32]
+    for count in range(3, 40):
+        whole_from = threads.whole_count_from(count)
+        assert threads.threads_worth(whole_from) >= count > threads.threads_worth(whole_from - 1)
+    assert threads.whole_count_from(2) == threads.whole_count_from(1) == 0
+
+
+_REGION_SIZES = """
+import numba
+import numpy as np
+import minidl as md
+from minidl.backend import get_backend, threads
+from minidl.backend.numba_cpu import load_kernels, loading, nn_kernels
+from minidl.backend.reference import product_threads
+
+seen = []
+def recording(kernel):
+    def call(*args, **kwargs):
+        seen.append(numba.get_num_threads())
+        return kernel(*args, **kwargs)
+    return call
+
+nn_kernels.gelu_forward = recording(nn_kernels.gelu_forward)  # before the backend binds it
+md.set_num_threads(8)
+load_kernels()
+product_threads.native_parts.make_calls = recording(product_threads.native_parts.make_calls)
+made = loading._kernel
+loading._kernel = lambda module, name: recording(made(module, name))
+backend = get_backend("cpu")
+floor = threads.REGION_MIN_WORK
+for size in (floor, 4 * floor, 16 * floor, 64 * floor):  # elementwise: a threaded add
+    x = np.ones(size, np.float32)
+    backend.add(x, x)
+backend.gelu_forward(np.ones(4 * floor, np.float32), "none")  # a bound kernel
+a = np.ones((512, 128), np.float32)
+backend.matmul(a, np.ones((128, 128), np.float32))  # 2^23 multiply-adds: 4 parts
+seen.append(numba.get_num_threads())  # given back after each
+print(*seen)
+"""
+
+
+def test_kernels_and_product_parts_run_on_the_threads_their_work_is_worth():
+    # At a budget of 8 (Numba's pool made 8 wide on any machine), a region wakes only the
+    # threads its work pays for, and the budget is given back after.
+    env = dict(os.environ, NUMBA_NUM_THREADS="8")
+    out = subprocess.run([sys.executable, "-c", _REGION_SIZES], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "4", "8", "8", "4", "4", "8"]
+
+
+_BITS_AT = """
+import sys
+import numpy as np
+import minidl as md
+from minidl.backend import get_backend
+from minidl.backend.numba_cpu import load_kernels
+md.set_num_threads(int(sys.argv[1]))
+load_kernels()
+backend = get_backend("cpu")
+x = np.random.default_rng(0).standard_normal((1024, 768)).astype(np.float32)
+y = backend.gelu_forward(backend.add(x, x[0]), "none")
+total = backend.sum(backend.mul(y, y), 0)
+product = backend.matmul(y[:512, :128], y[:128, :128])
+sys.stdout.buffer.write(b"".join(v.tobytes() for v in (y, total, product)))
+"""
+
+
+def test_regions_of_fewer_threads_keep_the_one_thread_bits():
+    env = dict(os.environ, NUMBA_NUM_THREADS="8")
+    runs = [subprocess.run([sys.executable, "-c", _BITS_AT, count], env=env,
+                           capture_output=True, timeout=300) for count in ("1", "8")]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr + runs[1].stderr
+    assert runs[0].stdout == runs[1].stdout

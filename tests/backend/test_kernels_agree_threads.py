@@ -201,7 +201,7 @@ def used(elementwise_threads, monkeypatch):
     names = []
     threads = elementwise_threads._threads
     monkeypatch.setattr(elementwise_threads, "_threads",
-                        lambda name: names.append(name) or threads(name))
+                        lambda name, work: names.append(name) or threads(name, work))
     return names
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reference import array_ops
-from ..threads import follow_in_this_thread
+from ..threads import follow_in_this_thread, sized_for
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -55,18 +55,19 @@ def _binary(a, b, op_name: str, ufunc, commutes: bool):
         op = _OPS[op_name]
         if a.shape == b.shape or b.ndim == 0:
             out = np.empty(a.shape, a.dtype)
-            _threads("binary_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
+            _threads("binary_spans", a.size)(a.reshape(-1), b.reshape(-1), out.reshape(-1), op)
             return out
         if b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[-1] and b.size:
             out = np.empty(a.shape, a.dtype)
             width = b.shape[0]
-            _threads("rows_with_row")(a.reshape(-1, width), b, out.reshape(-1, width), op)
+            _threads("rows_with_row", a.size)(a.reshape(-1, width), b, out.reshape(-1, width),
+                                              op)
             return out
         if _per_channel(a, b):
             out = np.empty(a.shape, a.dtype)
             shape3 = (a.shape[0], a.shape[1], -1)
-            _threads("planes_with_values")(a.reshape(shape3), b.reshape(-1),
-                                           out.reshape(shape3), op)
+            _threads("planes_with_values", a.size)(a.reshape(shape3), b.reshape(-1),
+                                                   out.reshape(shape3), op)
             return out
     return ufunc(a, b)
 
@@ -80,10 +81,11 @@ def _per_channel(a, b) -> bool:
 _OPS = {"add": 0, "sub": 1, "mul": 2}  # elementwise_threads.ADD, SUB, MUL (that module loads Numba)
 
 
-def _threads(name: str):
-    """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget."""
+def _threads(name: str, work: int):
+    """Kernel ``name`` of :mod:`.elementwise_threads`, this thread within the thread budget,
+    on the threads ``work`` elements are worth (:func:`..threads.threads_worth`)."""
     follow_in_this_thread()
-    return loading._kernel("elementwise_threads", name)
+    return sized_for(loading._kernel("elementwise_threads", name), work)
 
 
 def add(a, b):
@@ -118,7 +120,7 @@ def less(a, b):
     if not (_large(a, b) and (b.ndim == 0 or b.shape == a.shape)):
         return array_ops.less(a, b)
     out = np.empty(a.shape, np.bool_)
-    _threads("less_spans")(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    _threads("less_spans", a.size)(a.reshape(-1), b.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -132,8 +134,8 @@ def where(condition, a, b):
             or a.dtype != b.dtype):
         return array_ops.where(condition, a, b)
     out = np.empty(condition.shape, a.dtype)
-    _threads("select_spans")(condition.reshape(-1), a.reshape(-1), b.reshape(-1),
-                             out.reshape(-1))
+    _threads("select_spans", condition.size)(condition.reshape(-1), a.reshape(-1),
+                                             b.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -167,7 +169,7 @@ def relu(a):
     if a.size < RELU_PARALLEL_MIN_WORK:
         loading._kernel("elementwise_threads", "relu_span")(a.reshape(-1), out.reshape(-1))
     else:
-        _threads("relu_spans")(a.reshape(-1), out.reshape(-1))
+        _threads("relu_spans", a.size)(a.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -188,5 +190,5 @@ def relu_backward(grad, x):
         return loading._kernel("nn_kernels", "relu_backward")(grad, x)
     dx = np.empty(grad.shape, grad.dtype)
     # ravel() is a view of a contiguous array and a contiguous copy of anything else.
-    _threads("relu_backward_spans")(grad.ravel(), x.ravel(), dx.reshape(-1))
+    _threads("relu_backward_spans", x.size)(grad.ravel(), x.ravel(), dx.reshape(-1))
     return dx

@@ -42,7 +42,8 @@ import numpy as np
 
 from ..reference import ReferenceBackend, product_threads
 from .. import threads
-from ..threads import apply_to_numba, numba_thread_count
+from ..threads import (REGION_MIN_WORK, apply_to_numba, numba_thread_count, on_numba_threads,
+                       threads_worth)
 from .process_settings import apply_process_settings
 
 SMALL_WORK = 1 << 15
@@ -77,6 +78,11 @@ def load_kernels() -> None:
         from . import product_parts
         if product_parts.gemm_functions():  # products' parts now go to Numba's threads
             product_threads.native_parts = product_parts
+        # A thread given no count runs Numba's whole pool: its regions too wake only the
+        # threads their work is worth (threads.threads_worth).
+        import numba
+        threads.NumbaThreadCount.whole_from = threads.whole_count_from(
+            numba.config.NUMBA_NUM_THREADS)
         apply_to_numba()  # a thread count set before Numba was loaded
         _state["loaded"] = True
 
@@ -190,6 +196,9 @@ def bound_kernel(function, half_through_float32: bool):
         def kernel(*args, **kwargs):
             if numba_thread_count.applied != numba_thread_count.wanted:
                 apply_to_numba()
+            if REGION_MIN_WORK <= getattr(args[0] if args else None, "size", 0) \
+                    < numba_thread_count.whole_from:
+                return on_numba_threads(threads_worth(args[0].size), function, *args, **kwargs)
             return function(*args, **kwargs)
         return kernel
 
@@ -197,6 +206,15 @@ def bound_kernel(function, half_through_float32: bool):
     def kernel_taking_half(*args):
         if numba_thread_count.applied != numba_thread_count.wanted:
             apply_to_numba()
+        if REGION_MIN_WORK <= getattr(args[0], "size", 0) < numba_thread_count.whole_from:
+            return on_numba_threads(threads_worth(args[0].size), taking_half, *args)
+        # (taking_half's body again, inline: one Python call less on every kernel call)
+        dtype = getattr(args[0], "dtype", None)
+        if dtype is _FLOAT32 or dtype is _FLOAT64 or dtype != _FLOAT16:
+            return function(*args)
+        return _through_float32(function, args)
+
+    def taking_half(*args):
         dtype = getattr(args[0], "dtype", None)
         # float32 and float64 answered by identity (NumPy's dtypes of native floats are single
         # objects), before the slower comparison that any other dtype takes
@@ -218,9 +236,11 @@ def _numpy_serves(work: int) -> bool:
 
 def im2col(x, kernel_size, stride, padding, dilation):
     """:meth:`Backend.im2col`: the reference for a small first call, else the Numba kernel."""
-    if _numpy_serves(x.size * kernel_size[0] * kernel_size[1]):
+    work = x.size * kernel_size[0] * kernel_size[1]
+    if _numpy_serves(work):
         return ReferenceBackend.im2col(x, kernel_size, stride, padding, dilation)
-    return _kernel("conv", "im2col")(x, kernel_size, stride, padding, dilation)
+    return threads.sized_for(_kernel("conv", "im2col"), work)(x, kernel_size, stride, padding,
+                                                              dilation)
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
@@ -228,8 +248,8 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     if _numpy_serves(x.size):
         return ReferenceBackend.max_pool2d_forward(x, kernel_size, stride, padding, dilation,
                                                    ceil_mode)
-    return _kernel("pool", "max_pool2d_forward")(x, kernel_size, stride, padding, dilation,
-                                                 ceil_mode)
+    return threads.sized_for(_kernel("pool", "max_pool2d_forward"), x.size)(
+        x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def batch_norm_forward(x, weight, bias, mean, var, eps):
@@ -237,11 +257,14 @@ def batch_norm_forward(x, weight, bias, mean, var, eps):
     a small first call; batch statistics always run the kernel (its sums run in another order)."""
     if mean is not None and _numpy_serves(x.size):
         return ReferenceBackend.batch_norm_forward(x, weight, bias, mean, var, eps)
-    return _kernel("batch_norm", "batch_norm_forward")(x, weight, bias, mean, var, eps)
+    return threads.sized_for(_kernel("batch_norm", "batch_norm_forward"), x.size)(
+        x, weight, bias, mean, var, eps)
 
 
 def random_uniform(shape, dtype, key, counter):
     """:meth:`Backend.random_uniform`: the reference for a small first draw, else Numba."""
-    if _numpy_serves(math.prod(shape)):
+    work = math.prod(shape)
+    if _numpy_serves(work):
         return ReferenceBackend.random_uniform(shape, dtype, key, counter)
-    return _kernel("random_kernels", "random_uniform")(shape, dtype, key, counter)
+    return threads.sized_for(_kernel("random_kernels", "random_uniform"), work)(
+        shape, dtype, key, counter)

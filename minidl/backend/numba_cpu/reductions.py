@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..reference import array_ops
-from ..threads import follow_in_this_thread
+from ..threads import follow_in_this_thread, sized_for
 from . import loading
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -89,8 +89,8 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
     follow_in_this_thread()
     out = np.empty(kept_shape, x.dtype)
     kernel = "sum_rows" if x.size >= THREADED_MIN_WORK else "sum_rows_in_one_thread"
-    loading._kernel("reduction_threads", kernel)(x.reshape(rows, -1), row_blocks(rows),
-                                                 out.reshape(-1))
+    sized_for(loading._kernel("reduction_threads", kernel), x.size)(
+        x.reshape(rows, -1), row_blocks(rows), out.reshape(-1))
     if trailing:
         out = array_ops.sum(out, tuple(range(out.ndim - trailing, out.ndim)))
     if keepdims:
@@ -113,7 +113,7 @@ def index_add(shape, index, values, dtype):
         return array_ops.index_add(shape, index, values, dtype)
     out = np.zeros(shape, dtype)
     follow_in_this_thread()
-    loading._kernel("reduction_threads", "add_rows_at")(
+    sized_for(loading._kernel("reduction_threads", "add_rows_at"), out.size)(
         out.reshape(shape[0], -1), np.ascontiguousarray(rows, np.int64).reshape(-1),
         np.ascontiguousarray(values).reshape(rows.size, -1))
     return out

@@ -47,7 +47,7 @@ import queue
 import threading
 
 from .. import threads
-from ..threads import (follow_in_this_thread, openblas_thread_count_functions,
+from ..threads import (follow_in_this_thread, on_numba_threads, openblas_thread_count_functions,
                        product_thread_budget)
 
 # Multiply-adds every part keeps. Below 100³ = 10⁶ multiply-adds OpenBLAS switches to its
@@ -293,7 +293,10 @@ def make_native_parts(calls, parts: int, dtype) -> None:
     thread inside each."""
     part_starts = [len(calls) * part // parts for part in range(parts + 1)]
     follow_in_this_thread()
-    with_blas_at_one_thread(lambda: native_parts.make_calls(calls, part_starts, dtype))
+    # Only ``parts`` threads join the region (threads.on_numba_threads): the others, up to the
+    # whole budget, would wake for nothing.
+    with_blas_at_one_thread(lambda: on_numba_threads(parts, native_parts.make_calls, calls,
+                                                     part_starts, dtype))
 
 
 def compute_in_parts(compute, size: int, parts: int, work: int | None = None,
