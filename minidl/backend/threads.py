@@ -197,7 +197,12 @@ def on_numba_threads(count: int, kernel, *args, **kwargs):
     """``kernel(*args, **kwargs)`` with this thread's Numba regions on at most ``count``
     threads, the thread's count given back after: the others stay out of its regions (asleep,
     or spinning for the next one). Nothing changes where ``count`` is the whole count."""
-    whole = numba_thread_count.count or _numba_pool_size()
+    whole = numba_thread_count.count
+    if not whole:
+        # No count from set_num_threads here: the thread's own Numba count (its whole pool, or
+        # what the user's code gave numba.set_num_threads) is the one to give back.
+        import numba
+        whole = numba.get_num_threads()
     if count >= whole:
         return kernel(*args, **kwargs)
     import numba
@@ -215,12 +220,6 @@ def sized_for(kernel, work: int):
     if REGION_MIN_WORK <= work < numba_thread_count.whole_from:
         return functools.partial(on_numba_threads, threads_worth(work), kernel)
     return kernel
-
-
-@functools.cache
-def _numba_pool_size() -> int:
-    import numba
-    return numba.config.NUMBA_NUM_THREADS
 
 
 def product_thread_budget() -> int:

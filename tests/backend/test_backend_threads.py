@@ -35,14 +35,20 @@ print(seen[0])
 """
 
 
+def _printed(script: str, numba_threads: int, *args: str) -> list:
+    """What ``script`` prints (split on whitespace), run in a fresh process whose Numba pool is
+    ``numba_threads`` wide (a thread count is per process, and these tests set their own)."""
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(numba_threads))
+    out = subprocess.run([sys.executable, "-c", script, *args], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
 def test_the_budget_reaches_kernels_called_from_another_thread():
     # Numba's thread count is per calling thread: a budget set on the main thread must still
     # hold in a thread that trains (a server's worker, a background fit), as BLAS's does.
-    env = dict(os.environ, NUMBA_NUM_THREADS="2")
-    out = subprocess.run([sys.executable, "-c", _IN_ANOTHER_THREAD], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["1"]
+    assert _printed(_IN_ANOTHER_THREAD, 2) == ["1"]
 
 
 def test_the_budget_reaches_openblas_itself():
@@ -174,11 +180,7 @@ print(*seen)
 def test_kernels_and_product_parts_run_on_the_threads_their_work_is_worth():
     # At a budget of 8 (Numba's pool made 8 wide on any machine), a region wakes only the
     # threads its work pays for, and the budget is given back after.
-    env = dict(os.environ, NUMBA_NUM_THREADS="8")
-    out = subprocess.run([sys.executable, "-c", _REGION_SIZES], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["2", "4", "8", "8", "4", "4", "8"]
+    assert _printed(_REGION_SIZES, 8) == ["2", "4", "8", "8", "4", "4", "8"]
 
 
 _BITS_AT = """
@@ -194,13 +196,27 @@ x = np.random.default_rng(0).standard_normal((1024, 768)).astype(np.float32)
 y = backend.gelu_forward(backend.add(x, x[0]), "none")
 total = backend.sum(backend.mul(y, y), 0)
 product = backend.matmul(y[:512, :128], y[:128, :128])
-sys.stdout.buffer.write(b"".join(v.tobytes() for v in (y, total, product)))
+import hashlib
+print(hashlib.sha256(b"".join(v.tobytes() for v in (y, total, product))).hexdigest())
 """
 
 
 def test_regions_of_fewer_threads_keep_the_one_thread_bits():
-    env = dict(os.environ, NUMBA_NUM_THREADS="8")
-    runs = [subprocess.run([sys.executable, "-c", _BITS_AT, count], env=env,
-                           capture_output=True, timeout=300) for count in ("1", "8")]
-    assert all(run.returncode == 0 for run in runs), runs[0].stderr + runs[1].stderr
-    assert runs[0].stdout == runs[1].stdout
+    assert _printed(_BITS_AT, 8, "1") == _printed(_BITS_AT, 8, "8")
+
+
+_USERS_OWN_COUNT = """
+import numba
+import numpy as np
+from minidl.backend import get_backend, threads
+from minidl.backend.numba_cpu import load_kernels
+load_kernels()
+numba.set_num_threads(3)  # the user's own Numba count; md.set_num_threads never called
+x = np.ones(threads.REGION_MIN_WORK, np.float32)  # worth 2 threads
+get_backend("cpu").add(x, x)
+print(numba.get_num_threads())
+"""
+
+
+def test_a_region_gives_back_the_users_own_numba_count():
+    assert _printed(_USERS_OWN_COUNT, 8) == ["3"]
