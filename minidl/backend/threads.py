@@ -70,12 +70,10 @@ class NumbaThreadCount(threading.local):
     :func:`follow_in_this_thread` does, and calls :func:`apply_to_numba` only then."""
     wanted = 0
     applied = 0
-    count = 0
-    """The count this thread's Numba was last given by :func:`apply_to_numba` (0: none, so it
-    runs its whole pool)."""
     whole_from = 0
-    """The elements from which a kernel on this thread is worth all its threads (``count``, or
-    Numba's whole pool; :func:`whole_count_from`); 0 where every parallel region is."""
+    """The elements from which a kernel on this thread is worth all its threads (the count
+    :func:`apply_to_numba` gave it, or Numba's whole pool; :func:`whole_count_from`); 0 where
+    every parallel region is."""
 
 
 numba_thread_count = NumbaThreadCount()
@@ -154,7 +152,6 @@ def apply_to_numba() -> None:
         import numba
         count = min(_requested, numba.config.NUMBA_NUM_THREADS)
         numba.set_num_threads(count)
-        numba_thread_count.count = count
         numba_thread_count.whole_from = whole_count_from(count)
         numba_thread_count.applied = NumbaThreadCount.wanted
 
@@ -171,10 +168,10 @@ REGION_MIN_WORK = 1 << 18
 pool, elementwise, reductions: ``PARALLEL_MIN_WORK``), below which they run serial code."""
 
 
-def threads_worth(work: int, floor: int = REGION_MIN_WORK) -> int:
-    """How many threads a parallel region of ``work`` (elements, or multiply-adds) wakes, for a
-    kernel whose floor for two threads is ``floor``: 2 at the floor, then as the square root of
-    the work, 4 at 4× the floor, 8 at 16×, 16 at 64×.
+def threads_worth(work: int) -> int:
+    """How many threads a parallel region of ``work`` elements wakes: 2 at the kernels' floor
+    for two, :data:`REGION_MIN_WORK`, then as the square root of the work, 4 at 4× the floor, 8
+    at 16×, 16 at 64×.
 
     A region on t threads takes about W·c/t for its work plus t·w to start and join its threads
     (each thread is woken, and the region ends with its slowest), least at t = sqrt(W·c/w).
@@ -184,7 +181,7 @@ def threads_worth(work: int, floor: int = REGION_MIN_WORK) -> int:
     (the 16-core table in the README), where a LeNet-sized kernel's region woke sixteen
     threads for two threads' work. The cut of the work is the kernel's, fixed by the shape, so
     the count changes no result."""
-    return max(2, math.isqrt(4 * work // floor))
+    return max(2, math.isqrt(4 * work // REGION_MIN_WORK))
 
 
 def whole_count_from(count: int) -> int:
@@ -195,18 +192,17 @@ def whole_count_from(count: int) -> int:
 
 def on_numba_threads(count: int, kernel, *args, **kwargs):
     """``kernel(*args, **kwargs)`` with this thread's Numba regions on at most ``count``
-    threads, the thread's count given back after: the others stay out of its regions (asleep,
-    or spinning for the next one). Nothing changes where ``count`` is the whole count."""
-    whole = numba_thread_count.count
-    if not whole:
-        # No count from set_num_threads here: the thread's own Numba count (its whole pool, or
-        # what the user's code gave numba.set_num_threads) is the one to give back.
-        import numba
-        whole = numba.get_num_threads()
+    threads, the thread's own count given back after (even when the kernel raises): the others
+    stay out of its regions (asleep, or spinning for the next one). ``count`` 1 holds a
+    ``parallel`` kernel to the calling thread: the same loop, the same bits, no other core
+    woken. Nothing changes where ``count`` is the thread's whole count. Only called once the
+    kernels (and so Numba) are loaded."""
+    import numba  # in sys.modules already: the kernel is one of Numba's
+    # Read, not remembered: the user's own code may have called numba.set_num_threads.
+    whole = numba.get_num_threads()
     if count >= whole:
         return kernel(*args, **kwargs)
-    import numba
-    numba.set_num_threads(max(1, count))
+    numba.set_num_threads(max(1, count))  # per calling thread: other threads keep their count
     try:
         return kernel(*args, **kwargs)
     finally:

@@ -280,9 +280,9 @@ def test_mid_sized_max_pooling_runs_the_threaded_loop_on_the_calling_thread(monk
 
     load_kernels()  # the kernels, not the NumPy stand-in of a small first call
     held = []
-    on_calling_thread = fast_pool._on_calling_thread
-    monkeypatch.setattr(fast_pool, "_on_calling_thread",
-                        lambda kernel, *a: held.append(kernel) or on_calling_thread(kernel, *a))
+    on_numba_threads = fast_pool.on_numba_threads
+    monkeypatch.setattr(fast_pool, "on_numba_threads", lambda count, kernel, *a: (
+        count == 1 and held.append(kernel)) or on_numba_threads(count, kernel, *a))
     # ~2^12 and ~2^15 cells, then ~2^18 (LeNet's first layer) and 2^20 (threaded)
     for shape in ((1, 6, 28, 28), (8, 6, 28, 28), (64, 6, 28, 28), (64, 16, 32, 32)):
         x = random_array(0, shape, np.float32)
@@ -295,7 +295,7 @@ def test_mid_sized_max_pooling_runs_the_threaded_loop_on_the_calling_thread(monk
 
 def test_a_kernel_held_to_the_calling_thread_runs_alone_and_gives_the_count_back():
     numba = pytest.importorskip("numba")
-    from minidl.backend.numba_cpu import pool as fast_pool
+    from minidl.backend.threads import on_numba_threads
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has one thread here")
@@ -309,9 +309,9 @@ def test_a_kernel_held_to_the_calling_thread_runs_alone_and_gives_the_count_back
 
     try:
         numba.set_num_threads(2)
-        fast_pool._on_calling_thread(kernel, False)
+        on_numba_threads(1, kernel, False)
         with pytest.raises(FloatingPointError):
-            fast_pool._on_calling_thread(kernel, True)
+            on_numba_threads(1, kernel, True)
         assert numba.get_num_threads() == 2
     finally:
         numba.set_num_threads(before)

@@ -206,21 +206,14 @@ def bound_kernel(function, half_through_float32: bool):
     def kernel_taking_half(*args):
         if numba_thread_count.applied != numba_thread_count.wanted:
             apply_to_numba()
-        if REGION_MIN_WORK <= getattr(args[0], "size", 0) < numba_thread_count.whole_from:
-            return on_numba_threads(threads_worth(args[0].size), taking_half, *args)
-        # (taking_half's body again, inline: one Python call less on every kernel call)
-        dtype = getattr(args[0], "dtype", None)
-        if dtype is _FLOAT32 or dtype is _FLOAT64 or dtype != _FLOAT16:
-            return function(*args)
-        return _through_float32(function, args)
-
-    def taking_half(*args):
         dtype = getattr(args[0], "dtype", None)
         # float32 and float64 answered by identity (NumPy's dtypes of native floats are single
         # objects), before the slower comparison that any other dtype takes
         if dtype is _FLOAT32 or dtype is _FLOAT64 or dtype != _FLOAT16:
+            if REGION_MIN_WORK <= getattr(args[0], "size", 0) < numba_thread_count.whole_from:
+                return on_numba_threads(threads_worth(args[0].size), function, *args)
             return function(*args)
-        return _through_float32(function, args)
+        return _through_float32(kernel_taking_half, args)  # widened, then as above
     return kernel_taking_half
 
 

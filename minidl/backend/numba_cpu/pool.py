@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from ..reference.pool import pool_output_size
+from ..threads import on_numba_threads
 
 __all__ = [
     "pool_output_size",
@@ -171,7 +171,7 @@ threads (measured with the other passes: see :data:`.elementwise.PARALLEL_MIN_WO
 
 VECTORISED_MIN_WORK = 1 << 14
 """Input elements from which max pooling below :data:`PARALLEL_MIN_WORK` still runs the
-threaded kernel, held to the calling thread (:func:`_on_calling_thread`), rather than the serial
+threaded kernel, held to the calling thread (``on_numba_threads(1, ...)``), rather than the serial
 loop. The two loops are the same code, but LLVM vectorises only the threaded one: Numba compiles
 a ``prange`` body as a function of its own whose arrays are declared not to overlap, while the
 serial loop may write into the input as far as LLVM knows, and the overlap test it adds before a
@@ -242,19 +242,6 @@ def _threaded(work: int) -> bool:
     return work >= PARALLEL_MIN_WORK
 
 
-def _on_calling_thread(kernel, *arguments):
-    """``kernel(*arguments)`` (a ``parallel`` kernel) with Numba's pool held to the calling
-    thread: the same loop, the same bits, and no other core woken."""
-    threads = numba.get_num_threads()
-    if threads == 1:
-        return kernel(*arguments)
-    numba.set_num_threads(1)  # per calling thread: other threads' kernels keep their count
-    try:
-        return kernel(*arguments)
-    finally:
-        numba.set_num_threads(threads)
-
-
 def _window_ints(kernel_size, stride, padding, dilation=(1, 1)):
     """(kh, kw, sh, sw, ph, pw, dh, dw) as plain ints (Numba compiles a kernel per argument type).
     Unpacked one by one: a comprehension is a Python frame per call, ~0.6 us of a single image's
@@ -283,7 +270,7 @@ def max_pool2d_forward(x: np.ndarray, kernel_size, stride, padding, dilation, ce
         if _threaded(x.size):
             _max_pool_parallel(x, out, argmax, *geometry[2:])
         elif x.size >= VECTORISED_MIN_WORK:
-            _on_calling_thread(_max_pool_parallel, x, out, argmax, *geometry[2:])
+            on_numba_threads(1, _max_pool_parallel, x, out, argmax, *geometry[2:])
         else:
             _max_pool_serial(x, out, argmax, *geometry[2:])
     return out, argmax
